@@ -1,0 +1,46 @@
+# Shared build helpers: warnings, sanitizers, library and test registration.
+set(EMBER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+
+function(ember_target_defaults tgt)
+  target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${EMBER_WARNINGS}>)
+  target_compile_features(${tgt} PUBLIC cxx_std_20)
+  if(EMBER_SANITIZE)
+    target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer>)
+    target_link_options(${tgt} PUBLIC -fsanitize=${EMBER_SANITIZE})
+  endif()
+endfunction()
+
+# ember_add_library(name SOURCES ... DEPS ...)
+function(ember_add_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  add_library(ember::${name} ALIAS ${name})
+  target_include_directories(${name} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+    $<INSTALL_INTERFACE:include/ember>)
+  target_link_libraries(${name} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS})
+  ember_target_defaults(${name})
+  set_property(GLOBAL APPEND PROPERTY EMBER_INSTALL_TARGETS ${name})
+endfunction()
+
+# ember_add_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [SERIAL])
+function(ember_add_test name)
+  cmake_parse_arguments(A "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main Threads::Threads)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  ember_target_defaults(${name})
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 300)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT}
+    ENVIRONMENT "EMBER_BUILD_DIR=${PROJECT_BINARY_DIR};EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(A_LABELS)
+    set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
+  endif()
+  if(A_SERIAL)
+    set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+  endif()
+endfunction()

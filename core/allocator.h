@@ -1,0 +1,97 @@
+// Memory for tensors: DataPtr (an owning pointer with a deleter) and the per-device caching
+// allocator in the manner of PyTorch's CUDA caching allocator, written once for CPU and CUDA.
+// Every function here is thread-safe; each device's allocator has its own mutex.
+// See Note [Caching allocator] in allocator.cpp for the pools, size classes and split/merge rules.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+
+namespace ember {
+
+/// An owning pointer to device memory. Move-only; calls deleter(ctx, ptr) when destroyed.
+class DataPtr {
+ public:
+  using Deleter = void (*)(void* ctx, void* ptr);
+  DataPtr() = default;
+  DataPtr(void* ptr, void* ctx, Deleter deleter, Device device)
+      : ptr_(ptr), ctx_(ctx), deleter_(deleter), device_(device) {}
+  DataPtr(const DataPtr&) = delete;
+  DataPtr& operator=(const DataPtr&) = delete;
+  DataPtr(DataPtr&& o) noexcept { *this = std::move(o); }
+  DataPtr& operator=(DataPtr&& o) noexcept {
+    if (this != &o) {
+      reset();
+      ptr_ = o.ptr_; ctx_ = o.ctx_; deleter_ = o.deleter_; device_ = o.device_;
+      o.ptr_ = nullptr; o.ctx_ = nullptr; o.deleter_ = nullptr;
+    }
+    return *this;
+  }
+  ~DataPtr() { reset(); }
+  void reset() {
+    if (deleter_) deleter_(ctx_, ptr_);
+    ptr_ = nullptr; ctx_ = nullptr; deleter_ = nullptr;
+  }
+  void* get() const { return ptr_; }
+  void* context() const { return ctx_; }
+  Device device() const { return device_; }
+  explicit operator bool() const { return ptr_ != nullptr; }
+
+ private:
+  void* ptr_ = nullptr;
+  void* ctx_ = nullptr;
+  Deleter deleter_ = nullptr;
+  Device device_;
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  /// Returns at least num_bytes of memory aligned to 64 bytes (num_bytes may be 0).
+  /// Throws OutOfMemoryError when the device (or its configured limit) cannot satisfy it.
+  virtual DataPtr allocate(size_t num_bytes) = 0;
+};
+
+/// The caching allocator of `device`. CPU devices always exist; CUDA throws Error when
+/// ember is built without CUDA or the index is out of range.
+Allocator* get_allocator(Device device);
+
+struct MemoryStats {
+  // Bytes handed out to tensors (rounded block sizes), current and peak.
+  int64_t allocated_bytes = 0, allocated_bytes_peak = 0;
+  // Bytes obtained from the system (malloc / cudaMalloc), cached or in use.
+  int64_t reserved_bytes = 0, reserved_bytes_peak = 0;
+  // Bytes of blocks in use including split remainders held by them.
+  int64_t active_bytes = 0, active_bytes_peak = 0;
+  int64_t num_allocs = 0;         // allocate() calls that succeeded
+  int64_t num_frees = 0;
+  int64_t num_alloc_retries = 0;  // times the cache was freed to retry an allocation
+  int64_t num_ooms = 0;           // OutOfMemoryErrors thrown
+  int64_t num_segments = 0;       // system allocations currently held
+};
+
+MemoryStats memory_stats(Device device);
+void reset_peak_memory_stats(Device device);
+/// Returns all cached, unused blocks of `device` to the system.
+void empty_cache(Device device);
+/// A human-readable table of the stats, as torch.cuda.memory_summary() prints.
+std::string memory_summary(Device device);
+/// Caps the bytes `device` may reserve from the system; 0 removes the cap.
+/// The environment variable EMBER_MEMORY_LIMIT ("cpu:0=64MB,cpu=1GB,cuda:0=8GB"; units B, KB, MB, GB)
+/// sets initial limits, read when a device's allocator is first used.
+void set_memory_limit(Device device, int64_t num_bytes);
+int64_t memory_limit(Device device);
+
+namespace detail {
+/// Raw system memory for a device type; the CUDA backend registers cudaMalloc/cudaFree here.
+struct RawMemoryBackend {
+  void* (*alloc)(size_t num_bytes, int device_index);  // returns nullptr on failure
+  void (*free)(void* ptr, int device_index);
+  size_t (*device_capacity)(int device_index);          // total bytes, 0 if unknown
+};
+void register_raw_memory_backend(DeviceType type, RawMemoryBackend backend);
+}  // namespace detail
+
+}  // namespace ember

@@ -1,0 +1,185 @@
+// Tensor: a cheap, shared handle to a TensorImpl (sizes, strides, offset, dtype, storage,
+// version counter, autograd metadata). Copies of a Tensor alias the same data; views share
+// storage. The handle itself is not synchronized: share tensors across threads read-only,
+// or synchronize writers yourself. Math lives in free functions: core/ops/*.h (ember::native,
+// no autograd) and autograd/ops.h (ember::, differentiable).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/storage.h"
+
+namespace ember {
+
+namespace autograd {
+class Node;
+}
+
+class Tensor;
+using IntList = std::vector<int64_t>;
+
+/// Shared by a tensor and all its views; bumped by every in-place write.
+struct VersionCounter {
+  std::atomic<uint32_t> version{0};
+};
+
+using TensorHook = std::function<Tensor(const Tensor& grad)>;  // may return an undefined Tensor to keep grad
+using PostAccumulateHook = std::function<void(const Tensor& param)>;
+
+/// Autograd state of one tensor. Plain data: the engine that reads it is in ember_autograd.
+struct AutogradMeta {
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::unique_ptr<Tensor> grad;                      // accumulated gradient (leaves, retain_grad)
+  std::shared_ptr<autograd::Node> grad_fn;           // set for non-leaf outputs of recorded ops
+  uint32_t output_nr = 0;                            // which output of grad_fn this is
+  std::weak_ptr<autograd::Node> grad_accumulator;    // leaves: their AccumulateGrad node
+  std::vector<std::pair<int, TensorHook>> hooks;     // run on the incoming gradient, in order
+  std::vector<std::pair<int, PostAccumulateHook>> post_accumulate_hooks;  // leaves only
+  int next_hook_id = 0;
+  std::string name;                                  // optional, used in error messages
+};
+
+struct TensorImpl {
+  Storage storage;
+  IntList sizes;
+  IntList strides;        // in elements
+  int64_t offset = 0;     // in elements
+  int64_t numel = 0;
+  DType dtype = kFloat32;
+  bool contiguous = true;
+  std::shared_ptr<VersionCounter> version = std::make_shared<VersionCounter>();
+  std::unique_ptr<AutogradMeta> autograd;
+  bool is_view = false;
+  std::shared_ptr<TensorImpl> view_base;  // the tensor this one is a view of (autograd checks)
+
+  void refresh();  // recompute numel and contiguity after sizes/strides change
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- metadata --------------------------------------------------------------
+  const IntList& sizes() const { return checked()->sizes; }
+  const IntList& shape() const { return sizes(); }
+  /// Size of dimension `dim`; negative dims count from the end. Throws IndexError.
+  int64_t size(int64_t dim) const;
+  const IntList& strides() const { return checked()->strides; }
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(checked()->sizes.size()); }
+  int64_t numel() const { return checked()->numel; }
+  DType dtype() const { return checked()->dtype; }
+  DType scalar_type() const { return dtype(); }
+  Device device() const { return checked()->storage.device(); }
+  int64_t storage_offset() const { return checked()->offset; }
+  bool is_contiguous() const { return checked()->contiguous; }
+  size_t element_size() const { return ember::element_size(dtype()); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
+  const Storage& storage() const { return checked()->storage; }
+  bool is_floating_point() const { return ember::is_floating_point(dtype()); }
+
+  /// Address of element 0 (storage base + offset).
+  void* raw_data() const {
+    auto* i = checked();
+    return static_cast<char*>(i->storage.data()) + i->offset * static_cast<int64_t>(ember::element_size(i->dtype));
+  }
+  /// Typed pointer to element 0; throws TypeError when T does not match dtype().
+  template <typename T>
+  T* data_ptr() const {
+    EMBER_CHECK_T(TypeError, dtype() == dtype_of<T>, "data_ptr: tensor has dtype ", dtype(),
+                  " but ", dtype_of<T>, " was requested");
+    return static_cast<T*>(raw_data());
+  }
+  /// The single element as a plain double (copies from the device). Throws ValueError unless numel()==1.
+  double item() const;
+  template <typename T>
+  T item() const { return static_cast<T>(item()); }
+  /// All elements in row-major order, copied to the host as T (converting dtype).
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // ---- versions (in-place writes) --------------------------------------------
+  uint32_t version() const { return checked()->version->version.load(std::memory_order_relaxed); }
+  void bump_version() const { checked()->version->version.fetch_add(1, std::memory_order_relaxed); }
+
+  // ---- autograd state (the engine is in ember_autograd) -------------------------
+  bool requires_grad() const { auto* i = checked(); return i->autograd && i->autograd->requires_grad; }
+  /// Marks a leaf as needing gradients. Throws for non-floating dtypes and for non-leaves asked to stop.
+  Tensor& requires_grad_(bool requires = true);
+  Tensor& set_requires_grad(bool requires) { return requires_grad_(requires); }
+  /// The accumulated gradient (undefined before the first backward).
+  Tensor grad() const;
+  /// Assignable gradient slot (creates the autograd metadata when missing).
+  Tensor& mutable_grad() const;
+  void set_grad(const Tensor& g) const { mutable_grad() = g; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  bool is_leaf() const { auto* i = checked(); return !i->autograd || !i->autograd->grad_fn; }
+  /// Keep .grad for this non-leaf after backward.
+  void retain_grad() const;
+  AutogradMeta* autograd_meta() const { return checked()->autograd.get(); }
+  AutogradMeta& ensure_autograd_meta() const;
+  /// Registers a hook on the gradient flowing into this tensor; returns an id for remove_hook.
+  int register_hook(TensorHook hook) const;
+  void remove_hook(int id) const;
+  /// Leaves only: runs after the gradient was accumulated into .grad.
+  int register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
+  void remove_post_accumulate_grad_hook(int id) const;
+  /// Computes gradients of this tensor w.r.t. graph leaves (implemented by ember_autograd).
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+
+  std::string str() const;  // PyTorch-style printing: values, dtype, device, grad_fn
+
+ private:
+  TensorImpl* checked() const {
+    EMBER_CHECK(impl_ != nullptr, "operation on an undefined Tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+inline std::ostream& operator<<(std::ostream& os, const IntList& v) {
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os << ']';
+}
+
+/// Options for factory functions, in LibTorch's builder style: TensorOptions().dtype(kInt64).device("cpu:1").
+struct TensorOptions {
+  DType dtype_ = kFloat32;
+  Device device_ = Device::cpu();
+  bool requires_grad_ = false;
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype_(d) {}    // NOLINT
+  TensorOptions(Device d) : device_(d) {}  // NOLINT
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+};
+
+/// Normalizes a possibly negative dim against `ndim`; throws IndexError naming `op`.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+/// Row-major contiguous strides for `sizes`.
+IntList contiguous_strides(const IntList& sizes);
+int64_t numel_of(const IntList& sizes);
+
+/// Builds a tensor handle over a storage with explicit geometry (views, from_blob).
+Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offset, DType dtype);
+
+}  // namespace ember

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package ember needs. Idempotent: quiet when all are present.
+#   EMBER_SETUP_TORCH=1 also installs python3-torch (the PyTorch peer for parity tests and benchmarks).
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build pkg-config
+  libopenblas-dev                # matmul on CPU (cblas_sgemm)
+  libboost-dev                   # Boost.Asio (header-only) for TCPStore and the tcp backend
+  openmpi-bin libopenmpi-dev     # the mpi backend and mpirun
+  libgtest-dev libgmock-dev      # tests
+  libbenchmark-dev               # bench/
+  nlohmann-json3-dev             # safetensors headers, store messages
+  wamerican wngerman wfrench witalian wspanish wdutch   # examples/rnn_dp data
+)
+if [ "${EMBER_SETUP_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "ember setup: installing ${missing[*]}"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,1 +1,637 @@
-// placeholder: implementation lands with issue 2
+#include "core/allocator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iomanip>
+#include <memory>
+#include <memory_resource>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+
+// Note [Caching allocator]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// One DeviceCachingAllocator per device (cpu:0 .. cpu:63, cuda:0 ..), created lazily by
+// get_allocator() and never destroyed (tensors freed during static destruction still find
+// their allocator). Each instance owns a mutex that guards all of its state; devices never
+// share locks. The algorithm is PyTorch's CUDA caching allocator, written once for every
+// device type; the only device-specific part is the RawMemoryBackend (aligned_alloc/free on
+// CPU; cudaMalloc/cudaFree, registered by core/cuda) that provides *segments*.
+//
+//  * Size classes. A request of n bytes is rounded up to a multiple of 512 (kMinBlockSize).
+//    Requests <= 1 MiB (kSmallSize) are served from the small pool, whose segments are 2 MiB
+//    (kSmallBuffer); larger requests from the large pool, whose segments are 20 MiB
+//    (kLargeBuffer) for requests below 10 MiB (kMinLargeAlloc) and the request rounded up to
+//    a multiple of 2 MiB (kRoundLarge) above. If the preferred segment size cannot be
+//    obtained (limit or system), a segment of exactly the rounded request is tried before
+//    giving up, so a memory limit is honoured to the 512-byte granularity.
+//  * Blocks. A segment is a doubly linked list (prev/next) of Blocks covering it without
+//    gaps. Free blocks sit in their pool's std::set ordered by (stream, size, address);
+//    allocation is a best-fit lower_bound in that set. Blocks only ever serve the stream
+//    they were created for (stream id 0 until CUDA streams land), which is what makes reuse
+//    stream-aware: memory freed on one stream is never handed to another without a sync.
+//  * Splitting. When the best fit is larger than needed the tail is split off into a new
+//    free block if the remainder is >= 512 B (small pool) or > 1 MiB (large pool);
+//    otherwise the whole block is handed out (active_bytes counts it, allocated_bytes
+//    counts the rounded request).
+//  * Merging. On free, a block is coalesced with its free prev/next neighbours of the same
+//    segment, so freeing the halves of a split block restores the larger block.
+//  * Out of memory. When a segment would exceed the device's limit (set_memory_limit or
+//    EMBER_MEMORY_LIMIT) or the backend returns nullptr, every fully free cached segment is
+//    released (as empty_cache()), num_alloc_retries is incremented and the system
+//    allocation is retried once; if that fails too num_ooms is incremented and
+//    OutOfMemoryError is thrown with PyTorch's wording. Nothing else changes on that path,
+//    so the allocator is fully usable after the throw.
+//  * Zero bytes. allocate(0) returns a DataPtr whose get() is nullptr, with no deleter and
+//    the right device; it touches no statistics (as PyTorch's CUDA allocator).
+//  * Fast path. Block objects come from a per-allocator free list and the pools' set nodes
+//    from an unsynchronized pool resource, so a cached alloc+free does no heap allocation:
+//    one uncontended lock, a lower_bound, a few set node moves.
+//  * DataPtr. The context pointer is the Block; the deleter locks block->owner and returns
+//    the block to its pool.
+
+namespace ember {
+namespace {
+
+constexpr size_t kMinBlockSize = 512;               // all sizes are multiples of this
+constexpr size_t kSmallSize = 1 << 20;              // largest request served by the small pool
+constexpr size_t kSmallBuffer = 2 << 20;            // small pool segment size
+constexpr size_t kLargeBuffer = 20 << 20;           // large pool segment for requests < kMinLargeAlloc
+constexpr size_t kMinLargeAlloc = 10 << 20;         // above this, segments are the rounded request
+constexpr size_t kRoundLarge = 2 << 20;             // rounding of large segments
+constexpr size_t kMaxRequest = size_t{1} << 60;     // beyond this rounding could overflow
+
+constexpr int kNumSlots = 2 * kMaxDevicesPerType;
+
+std::string device_name(Device d) {
+  return std::string(d.is_cuda() ? "cuda" : "cpu") + ":" + std::to_string(d.index);
+}
+
+std::string format_size(uint64_t n) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2);
+  if (n < 1024) {
+    os.unsetf(std::ios::floatfield);
+    os << n << " bytes";
+  } else if (n < (uint64_t{1} << 20)) {
+    os << static_cast<double>(n) / 1024.0 << " KiB";
+  } else if (n < (uint64_t{1} << 30)) {
+    os << static_cast<double>(n) / (1024.0 * 1024.0) << " MiB";
+  } else {
+    os << static_cast<double>(n) / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  }
+  return os.str();
+}
+
+size_t round_size(size_t n) {
+  if (n < kMinBlockSize) return kMinBlockSize;
+  return kMinBlockSize * ((n + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+size_t segment_size(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
+}
+
+// ---- default CPU backend -----------------------------------------------------------------
+void* cpu_alloc(size_t num_bytes, int) {
+  // Segment sizes are multiples of 512, so aligned_alloc's size rule holds.
+  return std::aligned_alloc(64, num_bytes);
+}
+void cpu_free(void* ptr, int) { std::free(ptr); }
+size_t cpu_capacity(int) {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
+}
+
+struct BackendSlot {
+  bool registered = false;
+  detail::RawMemoryBackend backend{};
+};
+std::mutex g_backend_mutex;  // guards g_backends
+std::array<BackendSlot, 2> g_backends = {
+    BackendSlot{true, detail::RawMemoryBackend{&cpu_alloc, &cpu_free, &cpu_capacity}},
+    BackendSlot{false, detail::RawMemoryBackend{nullptr, nullptr, nullptr}}};
+
+// ---- EMBER_MEMORY_LIMIT ------------------------------------------------------------------
+constexpr const char* kLimitEnv = "EMBER_MEMORY_LIMIT";
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+[[noreturn]] void bad_limit_entry(std::string_view entry, const char* why) {
+  EMBER_THROW(ValueError, kLimitEnv, ": bad entry '", std::string(entry), "' (", why,
+              "); expected comma-separated entries like 'cpu:0=64MB', 'cpu=1GB', 'cuda:1=8GB' "
+              "with units B, KB, MB or GB");
+}
+
+// Parses "64MB", "1.5GB", "4096" (bytes) into bytes.
+int64_t parse_bytes(std::string_view entry, std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  std::string number(s.substr(0, i));
+  if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".")
+    bad_limit_entry(entry, "missing or malformed number");
+  std::string unit(trim(s.substr(i)));
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KB" || unit == "KIB" || unit == "K") scale = 1024.0;
+  else if (unit == "MB" || unit == "MIB" || unit == "M") scale = 1024.0 * 1024.0;
+  else if (unit == "GB" || unit == "GIB" || unit == "G") scale = 1024.0 * 1024.0 * 1024.0;
+  else bad_limit_entry(entry, "unknown unit");
+  double value = std::strtod(number.c_str(), nullptr) * scale;
+  if (!(value >= 0) || value > 9.0e18) bad_limit_entry(entry, "value out of range");
+  return static_cast<int64_t>(value);
+}
+
+// The limit EMBER_MEMORY_LIMIT sets for `device` (0 when none). Validates every entry, so a
+// typo anywhere is reported whichever device is created first. An entry naming an index
+// ("cpu:3=...") takes precedence over one naming the type ("cpu=...").
+int64_t limit_from_env(Device device) {
+  const char* env = std::getenv(kLimitEnv);
+  if (env == nullptr) return 0;
+  int64_t type_limit = 0, index_limit = 0;
+  bool have_type = false, have_index = false;
+  std::string_view rest(env);
+  while (true) {
+    size_t comma = rest.find(',');
+    std::string_view entry = trim(rest.substr(0, comma));
+    if (!entry.empty()) {
+      size_t eq = entry.find('=');
+      if (eq == std::string_view::npos) bad_limit_entry(entry, "missing '='");
+      std::string_view dev = trim(entry.substr(0, eq));
+      std::string_view type_name = dev.substr(0, dev.find(':'));
+      DeviceType type;
+      if (type_name == "cpu") type = DeviceType::CPU;
+      else if (type_name == "cuda") type = DeviceType::CUDA;
+      else bad_limit_entry(entry, "unknown device type");
+      int index = -1;
+      if (dev.size() > type_name.size()) {
+        std::string_view idx = dev.substr(type_name.size() + 1);
+        if (idx.empty() || idx.size() > 4 ||
+            !std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          bad_limit_entry(entry, "malformed device index");
+        index = std::stoi(std::string(idx));
+        if (index >= kMaxDevicesPerType) bad_limit_entry(entry, "device index out of range");
+      }
+      int64_t bytes = parse_bytes(entry, trim(entry.substr(eq + 1)));
+      if (type == device.type) {
+        if (index < 0) { type_limit = bytes; have_type = true; }
+        else if (index == device.index) { index_limit = bytes; have_index = true; }
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return have_index ? index_limit : (have_type ? type_limit : 0);
+}
+
+// ---- blocks and pools ------------------------------------------------------------------
+class DeviceCachingAllocator;
+struct BlockPool;
+
+struct Block {
+  DeviceCachingAllocator* owner = nullptr;
+  BlockPool* pool = nullptr;
+  char* ptr = nullptr;
+  size_t size = 0;         // bytes this block covers
+  size_t requested = 0;    // rounded request while allocated (counted in allocated_bytes)
+  int stream = 0;          // the stream the segment was allocated for
+  bool allocated = false;
+  Block* prev = nullptr;   // neighbours within the segment
+  Block* next = nullptr;
+  Block* free_next = nullptr;  // Block free list link
+};
+
+struct BlockComparator {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return a->stream < b->stream;
+    if (a->size != b->size) return a->size < b->size;
+    return reinterpret_cast<uintptr_t>(a->ptr) < reinterpret_cast<uintptr_t>(b->ptr);
+  }
+};
+
+struct BlockPool {
+  BlockPool(bool small, std::pmr::memory_resource* resource) : blocks(resource), is_small(small) {}
+  std::pmr::set<Block*, BlockComparator> blocks;  // free blocks
+  const bool is_small;
+};
+
+struct Stat {
+  int64_t current = 0, peak = 0, total_allocated = 0, total_freed = 0;
+  void increase(int64_t n) {
+    current += n;
+    total_allocated += n;
+    if (current > peak) peak = current;
+  }
+  void decrease(int64_t n) {
+    current -= n;
+    total_freed += n;
+  }
+  void reset_peak() { peak = current; }
+};
+
+struct FullStats {
+  Stat allocated_bytes, reserved_bytes, active_bytes;
+  Stat allocations;  // live allocations (count)
+  Stat segments;     // live segments (count)
+  int64_t num_alloc_retries = 0;
+  int64_t num_ooms = 0;
+};
+
+void delete_block(void* ctx, void* ptr);
+
+class DeviceCachingAllocator final : public Allocator {
+ public:
+  DeviceCachingAllocator(Device device, detail::RawMemoryBackend backend, int64_t limit)
+      : device_(device),
+        backend_(backend),
+        limit_(limit),
+        small_pool_(true, &node_resource_),
+        large_pool_(false, &node_resource_) {}
+
+  DataPtr allocate(size_t num_bytes) override { return allocate_on_stream(num_bytes, 0); }
+
+  DataPtr allocate_on_stream(size_t num_bytes, int stream) {
+    if (num_bytes == 0) return DataPtr(nullptr, nullptr, nullptr, device_);
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (num_bytes > kMaxRequest) throw_oom(num_bytes);
+    const size_t size = round_size(num_bytes);
+    BlockPool& pool = size <= kSmallSize ? small_pool_ : large_pool_;
+    Block* block = take_free_block(pool, size, stream);
+    if (block == nullptr) block = allocate_segment(pool, size, stream);
+    maybe_split(block, size);
+    block->allocated = true;
+    block->requested = size;
+    stats_.allocated_bytes.increase(static_cast<int64_t>(size));
+    stats_.active_bytes.increase(static_cast<int64_t>(block->size));
+    stats_.allocations.increase(1);
+    return DataPtr(block->ptr, block, &delete_block, device_);
+  }
+
+  void free(Block* block) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    EMBER_INTERNAL_ASSERT(block->allocated && block->owner == this);
+    block->allocated = false;
+    stats_.allocated_bytes.decrease(static_cast<int64_t>(block->requested));
+    stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
+    stats_.allocations.decrease(1);
+    BlockPool& pool = *block->pool;
+    if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+      pool.blocks.erase(prev);
+      prev->size += block->size;
+      prev->next = block->next;
+      if (block->next) block->next->prev = prev;
+      recycle(block);
+      block = prev;
+    }
+    if (Block* next = block->next; next != nullptr && !next->allocated) {
+      pool.blocks.erase(next);
+      block->size += next->size;
+      block->next = next->next;
+      if (next->next) next->next->prev = block;
+      recycle(next);
+    }
+    pool.blocks.insert(block);
+  }
+
+  MemoryStats stats() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    MemoryStats s;
+    s.allocated_bytes = stats_.allocated_bytes.current;
+    s.allocated_bytes_peak = stats_.allocated_bytes.peak;
+    s.reserved_bytes = stats_.reserved_bytes.current;
+    s.reserved_bytes_peak = stats_.reserved_bytes.peak;
+    s.active_bytes = stats_.active_bytes.current;
+    s.active_bytes_peak = stats_.active_bytes.peak;
+    s.num_allocs = stats_.allocations.total_allocated;
+    s.num_frees = stats_.allocations.total_freed;
+    s.num_alloc_retries = stats_.num_alloc_retries;
+    s.num_ooms = stats_.num_ooms;
+    s.num_segments = stats_.segments.current;
+    return s;
+  }
+
+  void reset_peak() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    stats_.allocated_bytes.reset_peak();
+    stats_.reserved_bytes.reset_peak();
+    stats_.active_bytes.reset_peak();
+    stats_.allocations.reset_peak();
+    stats_.segments.reset_peak();
+  }
+
+  void empty_cache() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    release_cached_segments();
+  }
+
+  void set_limit(int64_t num_bytes) {
+    std::lock_guard<std::mutex> guard(mutex_);
+    limit_ = num_bytes;
+  }
+  int64_t limit() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    return limit_;
+  }
+
+  std::string summary();
+
+ private:
+  // Removes and returns the best-fitting free block of `stream` with at least `size` bytes.
+  Block* take_free_block(BlockPool& pool, size_t size, int stream) {
+    Block key;
+    key.size = size;
+    key.stream = stream;
+    auto it = pool.blocks.lower_bound(&key);
+    if (it == pool.blocks.end() || (*it)->stream != stream) return nullptr;
+    Block* block = *it;
+    pool.blocks.erase(it);
+    return block;
+  }
+
+  void maybe_split(Block* block, size_t size) {
+    const size_t remaining = block->size - size;
+    const bool split = block->pool->is_small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+    if (!split) return;
+    Block* rest = new_block();
+    rest->pool = block->pool;
+    rest->ptr = block->ptr + size;
+    rest->size = remaining;
+    rest->stream = block->stream;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next) block->next->prev = rest;
+    block->next = rest;
+    block->size = size;
+    block->pool->blocks.insert(rest);
+  }
+
+  // Gets a new segment from the backend for a request of `size` rounded bytes; see
+  // Note [Caching allocator] for the retry order. Throws OutOfMemoryError.
+  Block* allocate_segment(BlockPool& pool, size_t size, int stream) {
+    const size_t preferred = segment_size(size);
+    size_t got = 0;
+    void* ptr = nullptr;
+    for (int attempt = 0; attempt < 2 && ptr == nullptr; ++attempt) {
+      if (attempt == 1) {
+        release_cached_segments();
+        ++stats_.num_alloc_retries;
+      }
+      if ((ptr = reserve(preferred)) != nullptr) {
+        got = preferred;
+      } else if (preferred > size && (ptr = reserve(size)) != nullptr) {
+        got = size;
+      }
+    }
+    if (ptr == nullptr) throw_oom(size);
+    Block* block = new_block();
+    block->pool = &pool;
+    block->ptr = static_cast<char*>(ptr);
+    block->size = got;
+    block->stream = stream;
+    return block;
+  }
+
+  void* reserve(size_t num_bytes) {
+    if (limit_ > 0 && stats_.reserved_bytes.current + static_cast<int64_t>(num_bytes) > limit_) return nullptr;
+    void* ptr = backend_.alloc(num_bytes, device_.index);
+    if (ptr == nullptr) return nullptr;
+    stats_.reserved_bytes.increase(static_cast<int64_t>(num_bytes));
+    stats_.segments.increase(1);
+    return ptr;
+  }
+
+  void release_cached_segments() {
+    for (BlockPool* pool : {&small_pool_, &large_pool_}) {
+      for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
+        Block* block = *it;
+        if (block->prev == nullptr && block->next == nullptr) {
+          it = pool->blocks.erase(it);
+          backend_.free(block->ptr, device_.index);
+          stats_.reserved_bytes.decrease(static_cast<int64_t>(block->size));
+          stats_.segments.decrease(1);
+          recycle(block);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
+  [[noreturn]] void throw_oom(size_t requested) {
+    ++stats_.num_ooms;
+    const std::string name = device_name(device_);
+    const int64_t reserved = stats_.reserved_bytes.current;
+    const int64_t allocated = stats_.allocated_bytes.current;
+    std::ostringstream os;
+    os << name << " out of memory. Tried to allocate " << format_size(requested) << ". Device " << name;
+    if (limit_ > 0) {
+      os << " has a total capacity of " << format_size(static_cast<uint64_t>(limit_)) << " (limit) of which "
+         << format_size(static_cast<uint64_t>(std::max<int64_t>(0, limit_ - reserved))) << " is free.";
+    } else if (size_t capacity = backend_.device_capacity ? backend_.device_capacity(device_.index) : 0;
+               capacity > 0) {
+      os << " has a total capacity of " << format_size(capacity) << " of which "
+         << format_size(static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(capacity) - reserved)))
+         << " is not reserved by ember.";
+    } else {
+      os << " has an unknown total capacity.";
+    }
+    os << " Of the allocated memory " << format_size(static_cast<uint64_t>(allocated))
+       << " is allocated by ember, and " << format_size(static_cast<uint64_t>(reserved - allocated))
+       << " is reserved by ember but unallocated.";
+    if (limit_ > 0) os << " Raise the limit with set_memory_limit() or " << kLimitEnv << ".";
+    EMBER_THROW(OutOfMemoryError, os.str());
+  }
+
+  Block* new_block() {
+    Block* block = free_blocks_;
+    if (block != nullptr) {
+      free_blocks_ = block->free_next;
+    } else {
+      block_storage_.push_back(std::make_unique<Block[]>(kBlocksPerChunk));
+      Block* chunk = block_storage_.back().get();
+      for (size_t i = 1; i < kBlocksPerChunk; ++i) recycle(&chunk[i]);
+      block = &chunk[0];
+    }
+    *block = Block{};
+    block->owner = this;
+    return block;
+  }
+  void recycle(Block* block) {
+    block->free_next = free_blocks_;
+    free_blocks_ = block;
+  }
+
+  static constexpr size_t kBlocksPerChunk = 256;
+
+  const Device device_;
+  const detail::RawMemoryBackend backend_;
+  std::mutex mutex_;
+  // Everything below is guarded by mutex_.
+  int64_t limit_;  // 0: unlimited
+  std::pmr::unsynchronized_pool_resource node_resource_;
+  BlockPool small_pool_;
+  BlockPool large_pool_;
+  FullStats stats_;
+  Block* free_blocks_ = nullptr;
+  std::vector<std::unique_ptr<Block[]>> block_storage_;
+};
+
+void delete_block(void* ctx, void*) {
+  Block* block = static_cast<Block*>(ctx);
+  block->owner->free(block);
+}
+
+std::string DeviceCachingAllocator::summary() {
+  FullStats s;
+  int64_t limit;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    s = stats_;
+    limit = limit_;
+  }
+  constexpr int kWidth = 75;
+  const std::string rule_eq = "|" + std::string(kWidth, '=') + "|\n";
+  const std::string rule = "|" + std::string(kWidth, '-') + "|\n";
+  std::ostringstream os;
+  auto line = [&](const std::string& text) {
+    std::string t = text.substr(0, kWidth);
+    os << "|" << t << std::string(kWidth - t.size(), ' ') << "|\n";
+  };
+  auto cell = [](const std::string& v) {
+    std::ostringstream c;
+    c << std::setw(11) << v << " |";
+    return c.str();
+  };
+  auto bytes_row = [&](const char* name, const Stat& st) {
+    std::ostringstream r;
+    r << " " << std::left << std::setw(22) << name << std::right << "|"
+      << cell(format_size(static_cast<uint64_t>(st.current))) << cell(format_size(static_cast<uint64_t>(st.peak)))
+      << cell(format_size(static_cast<uint64_t>(st.total_allocated)))
+      << cell(format_size(static_cast<uint64_t>(st.total_freed)));
+    std::string t = r.str();
+    t.pop_back();  // the table's own right border closes the row
+    line(t);
+  };
+  auto count_row = [&](const char* name, const Stat& st) {
+    std::ostringstream r;
+    r << " " << std::left << std::setw(22) << name << std::right << "|" << cell(std::to_string(st.current))
+      << cell(std::to_string(st.peak)) << cell(std::to_string(st.total_allocated))
+      << cell(std::to_string(st.total_freed));
+    std::string t = r.str();
+    t.pop_back();
+    line(t);
+  };
+  os << rule_eq;
+  line("                  ember memory summary, device " + device_name(device_));
+  os << rule;
+  line("  OOMs: " + std::to_string(s.num_ooms) + "    alloc retries: " + std::to_string(s.num_alloc_retries) +
+       "    limit: " + (limit > 0 ? format_size(static_cast<uint64_t>(limit)) : std::string("none")));
+  os << rule_eq;
+  line("        Metric          |  Cur Usage | Peak Usage |  Tot Alloc |  Tot Freed");
+  os << rule;
+  bytes_row("Allocated memory", s.allocated_bytes);
+  bytes_row("Active memory", s.active_bytes);
+  bytes_row("Reserved memory", s.reserved_bytes);
+  bytes_row("Cached (unallocated)",
+            Stat{s.reserved_bytes.current - s.allocated_bytes.current, 0, 0, 0});
+  os << rule;
+  count_row("Allocations", s.allocations);
+  count_row("Segments (system)", s.segments);
+  os << rule_eq;
+  return os.str();
+}
+
+// ---- the per-device table ----------------------------------------------------------------
+std::array<std::atomic<DeviceCachingAllocator*>, kNumSlots> g_allocators{};
+std::mutex g_create_mutex;  // serializes allocator creation
+
+DeviceCachingAllocator* allocator_for(Device device) {
+  EMBER_CHECK(device.index >= 0 && device.index < kMaxDevicesPerType, "allocator: device index ",
+              device.index, " of ", device_name(device), " is out of range [0, ", kMaxDevicesPerType, ")");
+  const int slot = device.flat_index();
+  if (DeviceCachingAllocator* a = g_allocators[slot].load(std::memory_order_acquire)) [[likely]]
+    return a;
+  std::lock_guard<std::mutex> guard(g_create_mutex);
+  if (DeviceCachingAllocator* a = g_allocators[slot].load(std::memory_order_acquire)) return a;
+  BackendSlot backend;
+  {
+    std::lock_guard<std::mutex> backend_guard(g_backend_mutex);
+    backend = g_backends[static_cast<int>(device.type)];
+  }
+  if (device.is_cuda()) {
+    EMBER_CHECK(backend.registered, "cannot use ", device_name(device),
+                ": ember was built without CUDA (or the CUDA backend is not initialized)");
+    const int count = cuda_device_count();
+    EMBER_CHECK(device.index < count, "cannot use ", device_name(device), ": only ", count,
+                " CUDA device(s) are visible");
+  }
+  const int64_t limit = limit_from_env(device);  // throws ValueError on bad syntax
+  // Never deleted: see Note [Caching allocator].
+  auto* a = new DeviceCachingAllocator(device, backend.backend, limit);
+  g_allocators[slot].store(a, std::memory_order_release);
+  return a;
+}
+
+}  // namespace
+
+Allocator* get_allocator(Device device) { return allocator_for(device); }
+
+MemoryStats memory_stats(Device device) { return allocator_for(device)->stats(); }
+
+void reset_peak_memory_stats(Device device) { allocator_for(device)->reset_peak(); }
+
+void empty_cache(Device device) { allocator_for(device)->empty_cache(); }
+
+std::string memory_summary(Device device) { return allocator_for(device)->summary(); }
+
+void set_memory_limit(Device device, int64_t num_bytes) {
+  EMBER_CHECK_T(ValueError, num_bytes >= 0, "set_memory_limit: expected num_bytes >= 0 (0 = unlimited), got ",
+                num_bytes);
+  allocator_for(device)->set_limit(num_bytes);
+}
+
+int64_t memory_limit(Device device) { return allocator_for(device)->limit(); }
+
+namespace detail {
+
+DataPtr allocate_on_stream(Device device, size_t num_bytes, int stream) {
+  return allocator_for(device)->allocate_on_stream(num_bytes, stream);
+}
+
+void register_raw_memory_backend(DeviceType type, RawMemoryBackend backend) {
+  EMBER_CHECK(backend.alloc != nullptr && backend.free != nullptr,
+              "register_raw_memory_backend: alloc and free must be set");
+  std::lock_guard<std::mutex> guard(g_backend_mutex);
+  g_backends[static_cast<int>(type)] = BackendSlot{true, backend};
+}
+
+RawMemoryBackend raw_memory_backend(DeviceType type) {
+  std::lock_guard<std::mutex> guard(g_backend_mutex);
+  const BackendSlot& slot = g_backends[static_cast<int>(type)];
+  EMBER_CHECK(slot.registered, "raw_memory_backend: no backend registered for ",
+              type == DeviceType::CUDA ? "cuda (ember was built without CUDA?)" : "cpu");
+  return slot.backend;
+}
+
+}  // namespace detail
+}  // namespace ember

@@ -49,7 +49,8 @@ class DataPtr {
 class Allocator {
  public:
   virtual ~Allocator() = default;
-  /// Returns at least num_bytes of memory aligned to 64 bytes (num_bytes may be 0).
+  /// Returns at least num_bytes of memory aligned to 64 bytes. num_bytes == 0 returns a
+  /// DataPtr whose get() is nullptr (no deleter, not counted in the stats).
   /// Throws OutOfMemoryError when the device (or its configured limit) cannot satisfy it.
   virtual DataPtr allocate(size_t num_bytes) = 0;
 };
@@ -91,7 +92,15 @@ struct RawMemoryBackend {
   void (*free)(void* ptr, int device_index);
   size_t (*device_capacity)(int device_index);          // total bytes, 0 if unknown
 };
+/// Installs the backend of `type`. Allocators created afterwards use it; an existing allocator
+/// keeps the backend it was created with (it must free its segments with the same functions).
+/// CPU has an aligned_alloc/free backend from the start; CUDA has none until core/cuda registers.
 void register_raw_memory_backend(DeviceType type, RawMemoryBackend backend);
+/// The backend allocators of `type` created now would use; throws Error when none is registered.
+RawMemoryBackend raw_memory_backend(DeviceType type);
+/// allocate() for a given stream id: blocks are only reused by the stream they were made for.
+/// Allocator::allocate() is stream 0. See Note [Caching allocator].
+DataPtr allocate_on_stream(Device device, size_t num_bytes, int stream);
 }  // namespace detail
 
 }  // namespace ember

@@ -1,1 +1,250 @@
-// placeholder: implementation lands with issue 2
+// The intra-op thread pool: num_threads - 1 persistent workers plus the calling thread.
+//
+// Note [Thread pool concurrency]
+// One user thread at a time drives the pool (Pool::use_mu_, taken with try_lock). A second
+// user thread that calls parallel_for while the pool is busy (DataParallel replicas on cpu:0
+// and cpu:1, two autograd engine threads) runs its loop inline on its own thread instead of
+// waiting: it never blocks, so it can never deadlock, and the two callers still run in
+// parallel. A parallel_for inside a chunk (on a worker or on the caller) also runs inline.
+//
+// Note [Thread pool and fork]
+// After fork() only the forking thread exists in the child; the parent's workers are gone and
+// the pool's mutexes may be held by threads that no longer exist. The atfork child handler
+// therefore abandons the inherited pool without touching it (it is leaked on purpose: its
+// destructor would join dead threads) and the child's first parallel_for builds a new one.
+// The global config mutex is taken in the prepare handler so it is consistent in the child.
+#include "core/thread_pool.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace ember {
+
+namespace {
+
+thread_local bool t_in_parallel_region = false;
+
+struct RegionGuard {
+  bool saved;
+  RegionGuard() : saved(t_in_parallel_region) { t_in_parallel_region = true; }
+  ~RegionGuard() { t_in_parallel_region = saved; }
+};
+
+// One parallel_for invocation; lives on the caller's stack until every worker checked in.
+struct Task {
+  const std::function<void(int64_t, int64_t)>* f = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t chunk_size = 0;
+  int64_t num_chunks = 0;
+  std::atomic<int64_t> next_chunk{0};
+  std::atomic<int> pending_workers{0};
+  std::mutex error_mu;
+  std::exception_ptr error;  // guarded by error_mu: the first exception thrown by a chunk
+
+  void run_chunks() {
+    RegionGuard guard;
+    for (;;) {
+      int64_t c = next_chunk.fetch_add(1, std::memory_order_relaxed);
+      if (c >= num_chunks) return;
+      int64_t lo = begin + c * chunk_size;
+      int64_t hi = lo + chunk_size < end ? lo + chunk_size : end;
+      try {
+        (*f)(lo, hi);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        next_chunk.store(num_chunks, std::memory_order_relaxed);  // skip the chunks not started
+      }
+    }
+  }
+};
+
+class Pool {
+ public:
+  explicit Pool(int num_threads) : num_threads_(num_threads) {
+    workers_.reserve(static_cast<size_t>(num_threads - 1));
+    for (int i = 0; i < num_threads - 1; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  int num_threads() const { return num_threads_; }
+
+  /// Runs `f` over [begin, end) in `num_chunks` chunks. Returns false (having done nothing)
+  /// when another user thread is driving the pool. See Note [Thread pool concurrency].
+  bool try_run(int64_t begin, int64_t end, int64_t num_chunks,
+               const std::function<void(int64_t, int64_t)>& f) {
+    std::unique_lock<std::mutex> use(use_mu_, std::try_to_lock);
+    if (!use.owns_lock()) return false;
+    Task task;
+    task.f = &f;
+    task.begin = begin;
+    task.end = end;
+    task.num_chunks = num_chunks;
+    task.chunk_size = (end - begin + num_chunks - 1) / num_chunks;
+    int helpers = static_cast<int>(num_chunks - 1);
+    task.pending_workers.store(helpers, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      task_ = &task;
+      workers_needed_ = helpers;
+      ++generation_;
+    }
+    work_cv_.notify_all();
+    task.run_chunks();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] { return task.pending_workers.load(std::memory_order_acquire) == 0; });
+      task_ = nullptr;
+    }
+    if (task.error) std::rethrow_exception(task.error);
+    return true;
+  }
+
+ private:
+  void worker_loop(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      Task* task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (id >= workers_needed_) continue;
+        task = task_;
+      }
+      task->run_chunks();
+      // After this decrement the caller may return and destroy `task`: touch only the pool.
+      if (task->pending_workers.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_cv_.notify_one();
+      }
+    }
+  }
+
+  const int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex use_mu_;  // held by the user thread driving the pool
+  std::mutex mu_;
+  std::condition_variable work_cv_;
+  std::condition_variable done_cv_;
+  bool stop_ = false;        // guarded by mu_
+  uint64_t generation_ = 0;  // guarded by mu_; bumped once per dispatched task
+  Task* task_ = nullptr;     // guarded by mu_
+  int workers_needed_ = 0;   // guarded by mu_: workers with id < this run the current task
+};
+
+// Process-wide configuration. Leaked: workers may outlive static destruction.
+struct Config {
+  std::mutex mu;
+  int num_threads = 0;         // guarded by mu; 0 = not decided yet
+  std::shared_ptr<Pool> pool;  // guarded by mu; null until first needed
+};
+
+Config& config() {
+  static Config* c = [] {
+    auto* cfg = new Config();
+    pthread_atfork(
+        [] { config().mu.lock(); },
+        [] { config().mu.unlock(); },
+        [] {
+          Config& c = config();
+          // See Note [Thread pool and fork]: never destroy the parent's pool here.
+          new std::shared_ptr<Pool>(std::move(c.pool));
+          c.pool = nullptr;
+          c.mu.unlock();
+        });
+    return cfg;
+  }();
+  return *c;
+}
+
+int default_num_threads() {
+  if (const char* env = std::getenv("EMBER_NUM_THREADS"); env != nullptr && *env != '\0') {
+    char* endp = nullptr;
+    long n = std::strtol(env, &endp, 10);
+    EMBER_CHECK_T(ValueError, endp != env && *endp == '\0' && n >= 1 && n <= 4096,
+                  "EMBER_NUM_THREADS must be an integer in [1, 4096], got '", env, "'");
+    return static_cast<int>(n);
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+// Caller holds c.mu.
+int num_threads_locked(Config& c) {
+  if (c.num_threads == 0) c.num_threads = default_num_threads();
+  return c.num_threads;
+}
+
+}  // namespace
+
+void set_num_threads(int num_threads) {
+  EMBER_CHECK_T(ValueError, num_threads >= 1, "set_num_threads: expected a thread count >= 1, got ",
+                num_threads);
+  std::shared_ptr<Pool> old;
+  {
+    Config& c = config();
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.num_threads = num_threads;
+    if (c.pool && c.pool->num_threads() != num_threads) old = std::move(c.pool);
+  }
+  // `old` is joined here unless a parallel_for still holds it (then the last user joins it).
+  old.reset();
+  openblas_set_num_threads(num_threads);
+}
+
+int get_num_threads() {
+  Config& c = config();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return num_threads_locked(c);
+}
+
+bool in_parallel_region() { return t_in_parallel_region; }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain_size,
+                  const std::function<void(int64_t, int64_t)>& f) {
+  if (begin >= end) return;
+  int64_t range = end - begin;
+  if (grain_size < 1) grain_size = 1;
+  if (range <= grain_size || t_in_parallel_region) {
+    f(begin, end);
+    return;
+  }
+  std::shared_ptr<Pool> pool;
+  int64_t num_chunks;
+  {
+    Config& c = config();
+    std::lock_guard<std::mutex> lock(c.mu);
+    int n = num_threads_locked(c);
+    num_chunks = std::min<int64_t>(n, (range + grain_size - 1) / grain_size);
+    if (num_chunks > 1) {
+      if (!c.pool) c.pool = std::make_shared<Pool>(n);
+      pool = c.pool;
+    }
+  }
+  if (!pool || !pool->try_run(begin, end, num_chunks, f)) f(begin, end);
+}
+
+}  // namespace ember

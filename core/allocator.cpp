@@ -11,7 +11,6 @@
 #include <cstring>
 #include <iomanip>
 #include <memory>
-#include <memory_resource>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -56,7 +55,7 @@
 //  * Zero bytes. allocate(0) returns a DataPtr whose get() is nullptr, with no deleter and
 //    the right device; it touches no statistics (as PyTorch's CUDA allocator).
 //  * Fast path. Block objects come from a per-allocator free list and the pools' set nodes
-//    from an unsynchronized pool resource, so a cached alloc+free does no heap allocation:
+//    from a fixed-size free list (NodeArena), so a cached alloc+free does no heap allocation:
 //    one uncontended lock, a lower_bound, a few set node moves.
 //  * DataPtr. The context pointer is the Block; the deleter locks block->owner and returns
 //    the block to its pool.
@@ -229,9 +228,61 @@ struct BlockComparator {
   }
 };
 
+// Fixed-size free list for the pools' std::set nodes, which all have one size; cheaper than
+// malloc and std::pmr pools on the fast path. Guarded by the owning allocator's mutex.
+class NodeArena {
+ public:
+  void* allocate(size_t num_bytes) {
+    if (num_bytes > sizeof(Slot)) return ::operator new(num_bytes);
+    if (head_ == nullptr) refill();
+    Slot* slot = head_;
+    head_ = slot->next;
+    return slot;
+  }
+  void deallocate(void* ptr, size_t num_bytes) noexcept {
+    if (num_bytes > sizeof(Slot)) {
+      ::operator delete(ptr);
+      return;
+    }
+    auto* slot = static_cast<Slot*>(ptr);
+    slot->next = head_;
+    head_ = slot;
+  }
+
+ private:
+  union Slot {
+    Slot* next;
+    alignas(std::max_align_t) char bytes[64];  // a red-black tree node of a pointer is 40 bytes
+  };
+  static constexpr size_t kSlotsPerChunk = 256;
+  void refill() {
+    chunks_.push_back(std::make_unique<Slot[]>(kSlotsPerChunk));
+    Slot* chunk = chunks_.back().get();
+    for (size_t i = 0; i < kSlotsPerChunk; ++i) {
+      chunk[i].next = head_;
+      head_ = &chunk[i];
+    }
+  }
+  Slot* head_ = nullptr;
+  std::vector<std::unique_ptr<Slot[]>> chunks_;
+};
+
+template <typename T>
+struct ArenaAllocator {
+  using value_type = T;
+  NodeArena* arena;
+  explicit ArenaAllocator(NodeArena* a) noexcept : arena(a) {}
+  template <typename U>
+  ArenaAllocator(const ArenaAllocator<U>& o) noexcept : arena(o.arena) {}  // NOLINT: rebinding
+  T* allocate(size_t n) { return static_cast<T*>(arena->allocate(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { arena->deallocate(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const ArenaAllocator<U>& o) const noexcept { return arena == o.arena; }
+};
+
 struct BlockPool {
-  BlockPool(bool small, std::pmr::memory_resource* resource) : blocks(resource), is_small(small) {}
-  std::pmr::set<Block*, BlockComparator> blocks;  // free blocks
+  BlockPool(bool small, NodeArena* arena) : blocks(ArenaAllocator<Block*>(arena)), is_small(small) {}
+  std::set<Block*, BlockComparator, ArenaAllocator<Block*>> blocks;  // free blocks
   const bool is_small;
 };
 
@@ -265,8 +316,8 @@ class DeviceCachingAllocator final : public Allocator {
       : device_(device),
         backend_(backend),
         limit_(limit),
-        small_pool_(true, &node_resource_),
-        large_pool_(false, &node_resource_) {}
+        small_pool_(true, &node_arena_),
+        large_pool_(false, &node_arena_) {}
 
   DataPtr allocate(size_t num_bytes) override { return allocate_on_stream(num_bytes, 0); }
 
@@ -488,7 +539,7 @@ class DeviceCachingAllocator final : public Allocator {
   std::mutex mutex_;
   // Everything below is guarded by mutex_.
   int64_t limit_;  // 0: unlimited
-  std::pmr::unsynchronized_pool_resource node_resource_;
+  NodeArena node_arena_;  // declared before the pools, which use it
   BlockPool small_pool_;
   BlockPool large_pool_;
   FullStats stats_;

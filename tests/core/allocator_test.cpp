@@ -1,5 +1,6 @@
 // Tests of the caching allocator (core/allocator.h). Statistics are per device and live for
-// the whole process, so every test uses its own CPU device index (noted next to the test).
+// the whole process, so every test uses its own CPU device index (noted next to the test) and
+// the suite runs once per process (--gtest_repeat would see the previous run's numbers).
 #include "core/allocator.h"
 
 #include <gtest/gtest.h>

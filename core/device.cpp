@@ -1,1 +1,43 @@
-// placeholder: implementation lands with issue 2
+#include "core/device.h"
+
+#include <charconv>
+
+#include "core/config.h"
+#include "core/error.h"
+
+namespace ember {
+
+Device::Device(std::string_view spec) {
+  std::string_view kind = spec;
+  int idx = 0;
+  auto colon = spec.find(':');
+  if (colon != std::string_view::npos) {
+    kind = spec.substr(0, colon);
+    auto num = spec.substr(colon + 1);
+    auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), idx);
+    EMBER_CHECK_T(ValueError, ec == std::errc() && p == num.data() + num.size() && !num.empty() && idx >= 0,
+                  "Device: expected a device string like \"cpu\", \"cpu:1\" or \"cuda:0\", got \"", spec, "\"");
+  }
+  if (kind == "cpu") {
+    type = DeviceType::CPU;
+  } else if (kind == "cuda") {
+    type = DeviceType::CUDA;
+  } else {
+    EMBER_THROW(ValueError, "Device: expected a device string like \"cpu\", \"cpu:1\" or \"cuda:0\", got \"", spec,
+                "\"");
+  }
+  EMBER_CHECK_T(ValueError, idx < kMaxDevicesPerType, "Device: index ", idx, " in \"", spec,
+                "\" is out of range (at most ", kMaxDevicesPerType - 1, ")");
+  index = idx;
+}
+
+std::string Device::str() const { return std::string(is_cpu() ? "cpu:" : "cuda:") + std::to_string(index); }
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+#if !EMBER_HAVE_CUDA
+int cuda_device_count() { return 0; }
+#endif
+bool cuda_is_available() { return cuda_device_count() > 0; }
+
+}  // namespace ember

@@ -57,6 +57,16 @@ template <> struct CppTypeToDType<BFloat16> { static constexpr DType value = DTy
 template <> struct CppTypeToDType<Half> { static constexpr DType value = DType::Float16; };
 template <typename T> constexpr DType dtype_of = CppTypeToDType<T>::value;
 
+/// Converts a double to any element type (16-bit floats go through float).
+template <typename T>
+inline T from_double(double v) {
+  if constexpr (sizeof(T) == 2) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 }  // namespace ember
 
 // Dispatch on a runtime DType to a typed lambda body: inside, `scalar_t` is the C++ type.

@@ -1,1 +1,169 @@
-// placeholder: implementation lands with issue 2
+#include "core/tensor.h"
+
+#include "core/ops/native.h"
+
+namespace ember {
+
+void TensorImpl::refresh() {
+  int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  numel = n;
+  bool c = true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) { c = false; break; }
+    expected *= sizes[d];
+  }
+  contiguous = c;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = ndim == 0 ? 1 : ndim;  // scalars accept dim 0 / -1 like PyTorch
+  EMBER_CHECK_T(IndexError, dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [",
+                -n, ", ", n - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+IntList contiguous_strides(const IntList& sizes) {
+  IntList st(sizes.size());
+  int64_t s = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    st[d] = s;
+    s *= std::max<int64_t>(sizes[d], 1);
+  }
+  return st;
+}
+
+int64_t numel_of(const IntList& sizes) {
+  int64_t n = 1;
+  for (auto s : sizes) n *= s;
+  return n;
+}
+
+Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offset, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->sizes = std::move(sizes);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = dtype;
+  impl->refresh();
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t d) const {
+  auto* i = checked();
+  EMBER_CHECK_T(IndexError, !i->sizes.empty(), "size: a 0-dim tensor has no dimension ", d);
+  return i->sizes[wrap_dim(d, dim(), "size")];
+}
+
+int64_t Tensor::stride(int64_t d) const {
+  auto* i = checked();
+  EMBER_CHECK_T(IndexError, !i->sizes.empty(), "stride: a 0-dim tensor has no dimension ", d);
+  return i->strides[wrap_dim(d, dim(), "stride")];
+}
+
+double Tensor::item() const {
+  EMBER_CHECK_T(ValueError, numel() == 1, "item: a Tensor with ", numel(),
+                " elements cannot be converted to a number (expected exactly 1 element)");
+  Tensor c = device().is_cpu() ? *this : native::to(*this, Device::cpu());
+  return EMBER_DISPATCH_ALL(c.dtype(), "item", [&]() -> double {
+    return static_cast<double>(*c.data_ptr<scalar_t>());
+  });
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = native::contiguous(device().is_cpu() ? *this : native::to(*this, Device::cpu()));
+  std::vector<T> out(static_cast<size_t>(c.numel()));
+  EMBER_DISPATCH_ALL(c.dtype(), "to_vector", [&] {
+    const scalar_t* p = c.data_ptr<scalar_t>();
+    for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<T>(static_cast<double>(p[k]));
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template <>
+std::vector<bool> Tensor::to_vector<bool>() const {
+  auto v = to_vector<int64_t>();
+  return std::vector<bool>(v.begin(), v.end());
+}
+
+AutogradMeta& Tensor::ensure_autograd_meta() const {
+  auto* i = checked();
+  if (!i->autograd) i->autograd = std::make_unique<AutogradMeta>();
+  return *i->autograd;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  auto* i = checked();
+  if (on) {
+    EMBER_CHECK_T(TypeError, ember::is_floating_point(i->dtype),
+                  "requires_grad_: only tensors of floating point dtype can require gradients, got ", i->dtype);
+  } else {
+    EMBER_CHECK(is_leaf(), "requires_grad_(false): you can only change requires_grad flags of leaf variables. "
+                "If you want to use a computed variable in a subgraph that doesn't require differentiation use "
+                "detach()");
+  }
+  ensure_autograd_meta().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  auto* m = autograd_meta();
+  return m && m->grad ? *m->grad : Tensor();
+}
+
+Tensor& Tensor::mutable_grad() const {
+  auto& m = ensure_autograd_meta();
+  if (!m.grad) m.grad = std::make_unique<Tensor>();
+  return *m.grad;
+}
+
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  static const std::shared_ptr<autograd::Node> kNone;
+  auto* m = autograd_meta();
+  return m ? m->grad_fn : kNone;
+}
+
+void Tensor::retain_grad() const {
+  EMBER_CHECK(requires_grad(), "retain_grad: can't retain_grad on a Tensor that has requires_grad=False");
+  if (is_leaf()) return;  // leaves keep .grad anyway
+  ensure_autograd_meta().retains_grad = true;
+}
+
+int Tensor::register_hook(TensorHook hook) const {
+  EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  auto& m = ensure_autograd_meta();
+  int id = m.next_hook_id++;
+  m.hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_hook(int id) const {
+  auto* m = autograd_meta();
+  if (!m) return;
+  std::erase_if(m->hooks, [id](const auto& h) { return h.first == id; });
+}
+
+int Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
+  EMBER_CHECK(requires_grad() && is_leaf(),
+              "register_post_accumulate_grad_hook: post accumulate grad hooks can only be registered on leaf "
+              "tensors that require grad");
+  auto& m = ensure_autograd_meta();
+  int id = m.next_hook_id++;
+  m.post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(int id) const {
+  auto* m = autograd_meta();
+  if (!m) return;
+  std::erase_if(m->post_accumulate_hooks, [id](const auto& h) { return h.first == id; });
+}
+
+}  // namespace ember

@@ -121,8 +121,8 @@ class Tensor {
   // ---- autograd state (the engine is in ember_autograd) -------------------------
   bool requires_grad() const { auto* i = checked(); return i->autograd && i->autograd->requires_grad; }
   /// Marks a leaf as needing gradients. Throws for non-floating dtypes and for non-leaves asked to stop.
-  Tensor& requires_grad_(bool requires = true);
-  Tensor& set_requires_grad(bool requires) { return requires_grad_(requires); }
+  Tensor& requires_grad_(bool on = true);
+  Tensor& set_requires_grad(bool on) { return requires_grad_(on); }
   /// The accumulated gradient (undefined before the first backward).
   Tensor grad() const;
   /// Assignable gradient slot (creates the autograd metadata when missing).

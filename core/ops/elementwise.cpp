@@ -1,1 +1,436 @@
-// placeholder: implementation lands with issue 2
+// Element-wise ops: argument checks, dtype promotion, output allocation and dispatch of the
+// functors in core/kernels/elementwise.h to the CPU driver or the CUDA kernels table.
+#include <algorithm>
+
+#include "core/kernels/cpu/loops.h"
+#include "core/ops/detail/plan.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+
+namespace ember::native {
+namespace detail {
+
+namespace {
+CudaKernels* g_cuda_kernels = nullptr;
+}
+CudaKernels* cuda_kernels() { return g_cuda_kernels; }
+void set_cuda_kernels(CudaKernels* k) { g_cuda_kernels = k; }
+CudaKernels& require_cuda(const char* op) {
+  EMBER_CHECK(g_cuda_kernels != nullptr, op,
+              ": got a CUDA tensor, but ember was built without CUDA (configure with -DEMBER_CUDA=ON)");
+  return *g_cuda_kernels;
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (!first) {
+      first = t;
+      continue;
+    }
+    EMBER_CHECK(t->device() == first->device(), op,
+                ": expected all tensors to be on the same device, but found at least two devices, ",
+                first->device(), " and ", t->device(), "!");
+  }
+}
+
+kernels::ElementwisePlan make_plan(const Tensor& out, std::initializer_list<const Tensor*> inputs) {
+  using kernels::kMaxDims;
+  kernels::ElementwisePlan p;
+  const auto& osz = out.sizes();
+  const int nd = static_cast<int>(osz.size());
+  EMBER_CHECK(nd <= kMaxDims, "element-wise op: at most ", kMaxDims, " dimensions are supported, got ", nd);
+  p.num_operands = 1 + static_cast<int>(inputs.size());
+  p.numel = out.numel();
+  const Tensor* ops[kernels::kMaxOperands];
+  ops[0] = &out;
+  int k = 1;
+  for (const Tensor* t : inputs) ops[k++] = t;
+  int64_t sizes[kMaxDims];
+  int64_t strides[kernels::kMaxOperands][kMaxDims];
+  for (int d = 0; d < nd; ++d) sizes[d] = osz[d];
+  for (int o = 0; o < p.num_operands; ++o) {
+    const Tensor& t = *ops[o];
+    p.data[o] = static_cast<char*>(t.raw_data());
+    const int64_t es = static_cast<int64_t>(t.element_size());
+    const int td = static_cast<int>(t.dim());
+    for (int d = 0; d < nd; ++d) {
+      int sd = d - (nd - td);
+      strides[o][d] = (sd < 0 || t.sizes()[sd] == 1) ? 0 : t.strides()[sd] * es;
+    }
+  }
+  // Drop size-1 dims, then merge dim d into d-1 where every operand is contiguous across them.
+  int m = 0;
+  for (int d = 0; d < nd; ++d) {
+    if (sizes[d] == 1) continue;
+    if (m > 0) {
+      bool mergeable = true;
+      for (int o = 0; o < p.num_operands; ++o) {
+        if (p.strides[o][m - 1] != strides[o][d] * sizes[d]) { mergeable = false; break; }
+      }
+      if (mergeable) {
+        p.sizes[m - 1] *= sizes[d];
+        for (int o = 0; o < p.num_operands; ++o) p.strides[o][m - 1] = strides[o][d];
+        continue;
+      }
+    }
+    p.sizes[m] = sizes[d];
+    for (int o = 0; o < p.num_operands; ++o) p.strides[o][m] = strides[o][d];
+    ++m;
+  }
+  p.ndim = m;
+  if (m == 0 && p.numel == 1) {  // a scalar: one row of one element
+    p.ndim = 1;
+    p.sizes[0] = 1;
+    for (int o = 0; o < p.num_operands; ++o) p.strides[o][0] = 0;
+  }
+  return p;
+}
+
+}  // namespace detail
+
+namespace {
+using kernels::BinaryOp;
+using kernels::TernaryOp;
+using kernels::UnaryOp;
+
+// PyTorch's promotion where 0-dim tensors do not raise the category's width.
+DType result_type(const Tensor& a, const Tensor& b) {
+  auto cat = [](DType t) { return t == kBool ? 0 : (is_integral(t) ? 1 : 2); };
+  bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+  if (a0 != b0) {
+    const Tensor& dimmed = a0 ? b : a;
+    const Tensor& scalar = a0 ? a : b;
+    if (cat(scalar.dtype()) <= cat(dimmed.dtype())) return dimmed.dtype();
+    return scalar.dtype();
+  }
+  return promote_types(a.dtype(), b.dtype());
+}
+
+// Scalar operand: what dtype does tensor (op) double produce?
+DType scalar_result_type(DType t, double s) {
+  if (is_integral(t, true) && s != static_cast<double>(static_cast<int64_t>(s))) return kFloat32;
+  if (t == kBool) return kInt64;
+  return t;
+}
+
+Tensor cast_if_needed(const Tensor& t, DType d) { return t.dtype() == d ? t : to(t, d); }
+
+void dispatch_binary(BinaryOp op, double alpha, DType compute, const kernels::ElementwisePlan& plan,
+                     Device device, const char* name) {
+  if (device.is_cuda()) {
+    detail::require_cuda(name).binary(op, alpha, compute, plan);
+    return;
+  }
+  auto run = [&]<typename T>() {
+    kernels::visit_binary<T>(op, alpha, [&](auto f) {
+      using Out = decltype(f(T{}, T{}));
+      kernels::cpu::cpu_kernel<Out, T, T>(plan, f);
+    });
+  };
+  switch (compute) {
+    case kFloat32: return run.template operator()<float>();
+    case kFloat64: return run.template operator()<double>();
+    case kInt64: return run.template operator()<int64_t>();
+    case kInt32: return run.template operator()<int32_t>();
+    case kBool:
+      EMBER_CHECK_T(TypeError, kernels::binary_op_returns_bool(op) || op == BinaryOp::Maximum || op == BinaryOp::Minimum ||
+                                   op == BinaryOp::Mul,
+                    name, ": not supported for bool tensors");
+      return run.template operator()<bool>();
+    default:
+      EMBER_THROW(TypeError, name, ": CPU kernels support float32, float64, int64, int32 and bool, got ", compute,
+                  " (convert with to(kFloat32) first)");
+  }
+}
+
+void dispatch_unary(UnaryOp op, double a, double b, DType compute, const kernels::ElementwisePlan& plan,
+                    Device device, const char* name) {
+  if (device.is_cuda()) {
+    detail::require_cuda(name).unary(op, a, b, compute, plan);
+    return;
+  }
+  auto run = [&]<typename T>() {
+    if (kernels::unary_op_returns_bool(op)) {
+      kernels::cpu::cpu_kernel<bool, T>(plan, kernels::BoolUnaryF<T>{op, a});
+    } else if constexpr (std::is_floating_point_v<T>) {
+      kernels::cpu::cpu_kernel<T, T>(plan, kernels::FloatUnaryF<T>{op, a, b});
+    } else {
+      kernels::cpu::cpu_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b});
+    }
+  };
+  switch (compute) {
+    case kFloat32: return run.template operator()<float>();
+    case kFloat64: return run.template operator()<double>();
+    case kInt64: return run.template operator()<int64_t>();
+    case kInt32: return run.template operator()<int32_t>();
+    case kBool: return run.template operator()<bool>();
+    default:
+      EMBER_THROW(TypeError, name, ": CPU kernels support float32, float64, int64, int32 and bool, got ", compute,
+                  " (convert with to(kFloat32) first)");
+  }
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, double alpha, const char* name) {
+  detail::check_same_device(name, {&a, &b});
+  IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
+  DType compute = result_type(a, b);
+  Tensor ac = cast_if_needed(a, compute), bc = cast_if_needed(b, compute);
+  DType out_dtype = kernels::binary_op_returns_bool(op) ? kBool : compute;
+  Tensor out = empty(shape, TensorOptions(out_dtype).device(a.device()));
+  dispatch_binary(op, alpha, compute, detail::make_plan(out, {&ac, &bc}), a.device(), name);
+  return out;
+}
+
+Tensor unary(UnaryOp op, const Tensor& a, double s0, double s1, const char* name, DType compute) {
+  DType out_dtype = kernels::unary_op_returns_bool(op) ? kBool : compute;
+  Tensor ac = cast_if_needed(a, compute);
+  Tensor out = empty(a.sizes(), TensorOptions(out_dtype).device(a.device()));
+  dispatch_unary(op, s0, s1, compute, detail::make_plan(out, {&ac}), a.device(), name);
+  return out;
+}
+
+DType float_compute(const Tensor& a) { return is_floating_point(a.dtype()) ? a.dtype() : kFloat32; }
+
+Tensor unary_float(UnaryOp op, const Tensor& a, const char* name) { return unary(op, a, 0, 0, name, float_compute(a)); }
+Tensor unary_same(UnaryOp op, const Tensor& a, const char* name, double s0 = 0, double s1 = 0) {
+  return unary(op, a, s0, s1, name, a.dtype());
+}
+Tensor unary_scalar(UnaryOp op, const Tensor& a, double s, const char* name) {
+  return unary(op, a, s, 0, name, scalar_result_type(a.dtype(), s));
+}
+
+void check_inplace_shape(const char* name, const Tensor& self, const Tensor& other) {
+  IntList shape = broadcast_shapes(self.sizes(), other.sizes(), name);
+  EMBER_CHECK(shape == self.sizes(), name, ": output with shape ", self.sizes(),
+              " doesn't match the broadcast shape ", shape);
+}
+
+void check_inplace_dtype(const char* name, const Tensor& self, DType result) {
+  EMBER_CHECK_T(TypeError, promote_types(self.dtype(), result) == self.dtype() || self.dtype() == result, name,
+                ": result type ", result, " can't be cast to the desired output type ", self.dtype());
+}
+
+Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, double alpha, const char* name) {
+  detail::check_same_device(name, {&self, &other});
+  check_inplace_shape(name, self, other);
+  check_inplace_dtype(name, self, result_type(self, other));
+  Tensor oc = cast_if_needed(other, self.dtype());
+  dispatch_binary(op, alpha, self.dtype(), detail::make_plan(self, {&self, &oc}), self.device(), name);
+  self.bump_version();
+  return self;
+}
+
+Tensor& unary_(UnaryOp op, Tensor& self, double s0, double s1, const char* name) {
+  dispatch_unary(op, s0, s1, self.dtype(), detail::make_plan(self, {&self}), self.device(), name);
+  self.bump_version();
+  return self;
+}
+
+template <template <typename> class F>
+void run_ternary_same(const kernels::ElementwisePlan& plan, DType dt, double v, const char* name) {
+  EMBER_DISPATCH_NUMERIC(dt, name, [&] { kernels::cpu::cpu_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, F<scalar_t>{v}); });
+}
+
+}  // namespace
+
+IntList broadcast_shapes(const IntList& a, const IntList& b, const char* op) {
+  if (a == b) return a;
+  size_t n = std::max(a.size(), b.size());
+  IntList out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    EMBER_CHECK_T(ValueError, da == db || da == 1 || db == 1, op, ": the size of tensor a (", da,
+                  ") must match the size of tensor b (", db, ") at non-singleton dimension ", i,
+                  " (shapes ", a, " and ", b, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) { return binary(BinaryOp::Add, a, b, alpha, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return binary(BinaryOp::Sub, a, b, alpha, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b, 1, "mul"); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  if (!is_floating_point(a.dtype()) && !is_floating_point(b.dtype())) return div(to(a, kFloat32), to(b, kFloat32));
+  return binary(BinaryOp::Div, a, b, 1, "div");
+}
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b, 1, "pow"); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b, 1, "maximum"); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b, 1, "minimum"); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Eq, a, b, 1, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ne, a, b, 1, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Lt, a, b, 1, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Le, a, b, 1, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Gt, a, b, 1, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ge, a, b, 1, "ge"); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::LogicalAnd, to(a, kBool), to(b, kBool), 1, "logical_and");
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::LogicalOr, to(a, kBool), to(b, kBool), 1, "logical_or");
+}
+Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::TanhBackward, g, y, 1, "tanh_backward"); }
+Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
+  return binary(BinaryOp::SigmoidBackward, g, y, 1, "sigmoid_backward");
+}
+Tensor relu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryOp::ReluBackward, g, x, 1, "relu_backward"); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryOp::GeluBackward, g, x, 1, "gelu_backward"); }
+
+Tensor add(const Tensor& a, double b) { return unary_scalar(UnaryOp::AddScalar, a, b, "add"); }
+Tensor mul(const Tensor& a, double b) { return unary_scalar(UnaryOp::MulScalar, a, b, "mul"); }
+Tensor div(const Tensor& a, double b) { return unary(UnaryOp::DivScalar, a, b, 0, "div", float_compute(a)); }
+Tensor rsub(const Tensor& a, double b) { return unary_scalar(UnaryOp::RSubScalar, a, b, "rsub"); }
+Tensor pow(const Tensor& a, double e) {
+  if (e == 2.0) return mul(a, a);
+  if (e == 1.0) return clone(a);
+  return unary(UnaryOp::PowScalar, a, e, 0, "pow", float_compute(a));
+}
+Tensor eq(const Tensor& a, double b) { return unary_same(UnaryOp::EqScalar, a, "eq", b); }
+Tensor ne(const Tensor& a, double b) { return unary_same(UnaryOp::NeScalar, a, "ne", b); }
+Tensor lt(const Tensor& a, double b) { return unary_same(UnaryOp::LtScalar, a, "lt", b); }
+Tensor le(const Tensor& a, double b) { return unary_same(UnaryOp::LeScalar, a, "le", b); }
+Tensor gt(const Tensor& a, double b) { return unary_same(UnaryOp::GtScalar, a, "gt", b); }
+Tensor ge(const Tensor& a, double b) { return unary_same(UnaryOp::GeScalar, a, "ge", b); }
+Tensor logical_not(const Tensor& a) { return unary_same(UnaryOp::LogicalNot, a, "logical_not"); }
+
+Tensor neg(const Tensor& a) {
+  EMBER_CHECK_T(TypeError, a.dtype() != kBool, "neg: negation, the `-` operator, on a bool tensor is not supported. "
+                "If you are trying to invert a mask, use logical_not() instead.");
+  return unary_same(UnaryOp::Neg, a, "neg");
+}
+Tensor abs(const Tensor& a) { return unary_same(UnaryOp::Abs, a, "abs"); }
+Tensor sign(const Tensor& a) { return unary_same(UnaryOp::Sign, a, "sign"); }
+Tensor relu(const Tensor& a) { return unary_same(UnaryOp::Relu, a, "relu"); }
+Tensor exp(const Tensor& a) { return unary_float(UnaryOp::Exp, a, "exp"); }
+Tensor log(const Tensor& a) { return unary_float(UnaryOp::Log, a, "log"); }
+Tensor log1p(const Tensor& a) { return unary_float(UnaryOp::Log1p, a, "log1p"); }
+Tensor sqrt(const Tensor& a) { return unary_float(UnaryOp::Sqrt, a, "sqrt"); }
+Tensor rsqrt(const Tensor& a) { return unary_float(UnaryOp::Rsqrt, a, "rsqrt"); }
+Tensor reciprocal(const Tensor& a) { return unary_float(UnaryOp::Reciprocal, a, "reciprocal"); }
+Tensor sin(const Tensor& a) { return unary_float(UnaryOp::Sin, a, "sin"); }
+Tensor cos(const Tensor& a) { return unary_float(UnaryOp::Cos, a, "cos"); }
+Tensor tanh(const Tensor& a) { return unary_float(UnaryOp::Tanh, a, "tanh"); }
+Tensor sigmoid(const Tensor& a) { return unary_float(UnaryOp::Sigmoid, a, "sigmoid"); }
+Tensor gelu(const Tensor& a) { return unary_float(UnaryOp::Gelu, a, "gelu"); }
+Tensor erf(const Tensor& a) { return unary_float(UnaryOp::Erf, a, "erf"); }
+Tensor isnan(const Tensor& a) { return unary_same(UnaryOp::IsNan, a, "isnan"); }
+Tensor isfinite(const Tensor& a) { return unary_same(UnaryOp::IsFinite, a, "isfinite"); }
+
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  EMBER_CHECK_T(ValueError, lo || hi, "clamp: at least one of 'min' or 'max' must not be None");
+  if (lo && hi) return unary_same(UnaryOp::Clamp, a, "clamp", *lo, *hi);
+  if (lo) return unary_same(UnaryOp::ClampMin, a, "clamp", *lo);
+  return unary_same(UnaryOp::ClampMax, a, "clamp", *hi);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  detail::check_same_device("where", {&cond, &a, &b});
+  EMBER_CHECK_T(TypeError, cond.dtype() == kBool, "where: expected condition to be a bool tensor, got ", cond.dtype());
+  IntList shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
+  DType dt = result_type(a, b);
+  Tensor ac = cast_if_needed(a, dt), bc = cast_if_needed(b, dt);
+  Tensor out = empty(shape, TensorOptions(dt).device(a.device()));
+  auto plan = detail::make_plan(out, {&cond, &ac, &bc});
+  if (out.device().is_cuda()) {
+    detail::require_cuda("where").ternary(TernaryOp::Where, 0, dt, plan);
+    return out;
+  }
+  EMBER_DISPATCH_ALL(dt, "where", [&] {
+    if constexpr (sizeof(scalar_t) == 2) {
+      EMBER_THROW(TypeError, "where: 16-bit floats are not supported on CPU");
+    } else {
+      kernels::cpu::cpu_kernel<scalar_t, bool, scalar_t, scalar_t>(plan, kernels::WhereF<scalar_t>{});
+    }
+  });
+  return out;
+}
+
+Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
+  detail::check_same_device("masked_fill_", {&self, &mask});
+  EMBER_CHECK_T(TypeError, mask.dtype() == kBool, "masked_fill_: expected a bool mask, got ", mask.dtype());
+  check_inplace_shape("masked_fill_", self, mask);
+  auto plan = detail::make_plan(self, {&self, &mask});
+  if (self.device().is_cuda()) {
+    detail::require_cuda("masked_fill_").ternary(TernaryOp::MaskedFill, value, self.dtype(), plan);
+  } else {
+    EMBER_DISPATCH_ALL(self.dtype(), "masked_fill_", [&] {
+      if constexpr (sizeof(scalar_t) == 2) {
+        EMBER_THROW(TypeError, "masked_fill_: 16-bit floats are not supported on CPU");
+      } else {
+        kernels::cpu::cpu_kernel<scalar_t, scalar_t, bool>(plan, kernels::MaskedFillF<scalar_t>{value});
+      }
+    });
+  }
+  self.bump_version();
+  return self;
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  IntList shape = broadcast_shapes(a.sizes(), mask.sizes(), "masked_fill");
+  Tensor out = contiguous(shape == a.sizes() ? clone(a) : contiguous(expand(a, shape)));
+  if (out.is_same(a)) out = clone(a);
+  return masked_fill_(out, mask, value);
+}
+
+Tensor& add_(Tensor& self, const Tensor& other, double alpha) { return binary_(BinaryOp::Add, self, other, alpha, "add_"); }
+Tensor& mul_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Mul, self, other, 1, "mul_"); }
+Tensor& div_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Div, self, other, 1, "div_"); }
+Tensor& add_(Tensor& self, double other) { return unary_(UnaryOp::AddScalar, self, other, 0, "add_"); }
+Tensor& mul_(Tensor& self, double other) { return unary_(UnaryOp::MulScalar, self, other, 0, "mul_"); }
+Tensor& sqrt_(Tensor& self) {
+  EMBER_CHECK_T(TypeError, self.is_floating_point(), "sqrt_: expected a floating-point tensor, got ", self.dtype());
+  return unary_(UnaryOp::Sqrt, self, 0, 0, "sqrt_");
+}
+Tensor& fill_(Tensor& self, double value) { return unary_(UnaryOp::Fill, self, value, 0, "fill_"); }
+Tensor& zero_(Tensor& self) { return fill_(self, 0.0); }
+Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi) {
+  EMBER_CHECK_T(ValueError, lo || hi, "clamp_: at least one of 'min' or 'max' must not be None");
+  if (lo && hi) return unary_(UnaryOp::Clamp, self, *lo, *hi, "clamp_");
+  if (lo) return unary_(UnaryOp::ClampMin, self, *lo, 0, "clamp_");
+  return unary_(UnaryOp::ClampMax, self, *hi, 0, "clamp_");
+}
+
+namespace {
+template <template <typename> class F>
+Tensor& ternary_inplace(TernaryOp op, Tensor& self, const Tensor& a, const Tensor& b, double v, const char* name) {
+  detail::check_same_device(name, {&self, &a, &b});
+  check_inplace_shape(name, self, a);
+  check_inplace_shape(name, self, b);
+  Tensor ac = cast_if_needed(a, self.dtype()), bc = cast_if_needed(b, self.dtype());
+  auto plan = detail::make_plan(self, {&self, &ac, &bc});
+  if (self.device().is_cuda()) {
+    detail::require_cuda(name).ternary(op, v, self.dtype(), plan);
+  } else {
+    run_ternary_same<F>(plan, self.dtype(), v, name);
+  }
+  self.bump_version();
+  return self;
+}
+}  // namespace
+
+Tensor& addcmul_(Tensor& self, const Tensor& a, const Tensor& b, double value) {
+  return ternary_inplace<kernels::AddcmulF>(TernaryOp::Addcmul, self, a, b, value, "addcmul_");
+}
+Tensor& addcdiv_(Tensor& self, const Tensor& a, const Tensor& b, double value) {
+  return ternary_inplace<kernels::AddcdivF>(TernaryOp::Addcdiv, self, a, b, value, "addcdiv_");
+}
+Tensor& lerp_(Tensor& self, const Tensor& end, double weight) {
+  detail::check_same_device("lerp_", {&self, &end});
+  check_inplace_shape("lerp_", self, end);
+  Tensor ec = cast_if_needed(end, self.dtype());
+  auto plan = detail::make_plan(self, {&self, &ec});
+  if (self.device().is_cuda()) {
+    detail::require_cuda("lerp_").ternary(TernaryOp::Lerp, weight, self.dtype(), plan);
+  } else {
+    EMBER_DISPATCH_FLOATING(self.dtype(), "lerp_", [&] {
+      kernels::cpu::cpu_kernel<scalar_t, scalar_t, scalar_t>(plan, kernels::LerpF<scalar_t>{weight});
+    });
+  }
+  self.bump_version();
+  return self;
+}
+
+}  // namespace ember::native

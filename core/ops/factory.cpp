@@ -1,1 +1,118 @@
-// placeholder: implementation lands with issue 2
+#include "core/ops/factory.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/ops/native.h"
+
+namespace ember {
+
+Tensor empty(const IntList& sizes, TensorOptions options) {
+  for (auto s : sizes) {
+    EMBER_CHECK_T(ValueError, s >= 0, "empty: trying to create tensor with negative dimension ", s, ": ", sizes);
+  }
+  int64_t n = numel_of(sizes);
+  Storage storage(static_cast<size_t>(n) * element_size(options.dtype_), options.device_);
+  Tensor t = make_tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, options.dtype_);
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor full(const IntList& sizes, double value, TensorOptions options) {
+  bool rg = options.requires_grad_;
+  Tensor t = empty(sizes, options.requires_grad(false));
+  native::fill_(t, value);
+  if (rg) t.requires_grad_(true);
+  return t;
+}
+Tensor zeros(const IntList& sizes, TensorOptions options) {
+  bool rg = options.requires_grad_;
+  Tensor t = empty(sizes, options.requires_grad(false));
+  if (t.device().is_cpu()) {
+    std::memset(t.raw_data(), 0, t.nbytes());
+  } else {
+    native::zero_(t);
+  }
+  if (rg) t.requires_grad_(true);
+  return t;
+}
+Tensor ones(const IntList& sizes, TensorOptions options) { return full(sizes, 1.0, options); }
+
+namespace {
+TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
+}  // namespace
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), like(t)); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), like(t)); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), like(t)); }
+Tensor full_like(const Tensor& t, double value) { return full(t.sizes(), value, like(t)); }
+
+Tensor arange(int64_t end, TensorOptions options) { return arange(0, static_cast<double>(end), 1, options); }
+
+Tensor arange(double start, double end, double step, TensorOptions options) {
+  EMBER_CHECK_T(ValueError, step != 0, "arange: step must be nonzero");
+  EMBER_CHECK_T(ValueError, (step > 0 && end >= start) || (step < 0 && end <= start),
+                "arange: upper bound and larger bound inconsistent with step sign (start=", start, ", end=", end,
+                ", step=", step, ")");
+  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor host = empty({n}, TensorOptions(options.dtype_));
+  EMBER_DISPATCH_ALL(options.dtype_, "arange", [&] {
+    auto* p = host.data_ptr<scalar_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = from_double<scalar_t>(start + step * static_cast<double>(i));
+  });
+  Tensor t = native::to(host, options.device_);
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor eye(int64_t n, TensorOptions options) {
+  Tensor host = zeros({n, n}, TensorOptions(options.dtype_));
+  EMBER_DISPATCH_ALL(options.dtype_, "eye", [&] {
+    auto* p = host.data_ptr<scalar_t>();
+    for (int64_t i = 0; i < n; ++i) p[i * n + i] = static_cast<scalar_t>(1.0f);
+  });
+  Tensor t = native::to(host, options.device_);
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor scalar_tensor(double value, TensorOptions options) { return full({}, value, options); }
+
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, IntList sizes, Device device) {
+  if (sizes.empty() && values.size() != 1) sizes = {static_cast<int64_t>(values.size())};
+  EMBER_CHECK_T(ValueError, numel_of(sizes) == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes,
+                " needs ", numel_of(sizes), " values, got ", values.size());
+  Tensor host = empty(sizes, TensorOptions(dtype_of<T>));
+  T* p = host.data_ptr<T>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return native::to(host, device);
+}
+template Tensor from_vector<float>(const std::vector<float>&, IntList, Device);
+template Tensor from_vector<double>(const std::vector<double>&, IntList, Device);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, IntList, Device);
+template Tensor from_vector<int32_t>(const std::vector<int32_t>&, IntList, Device);
+template <>
+Tensor from_vector<bool>(const std::vector<bool>& values, IntList sizes, Device device) {
+  if (sizes.empty() && values.size() != 1) sizes = {static_cast<int64_t>(values.size())};
+  EMBER_CHECK_T(ValueError, numel_of(sizes) == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes,
+                " needs ", numel_of(sizes), " values, got ", values.size());
+  Tensor host = empty(sizes, TensorOptions(kBool));
+  bool* p = host.data_ptr<bool>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return native::to(host, device);
+}
+
+Tensor tensor(std::initializer_list<double> values, IntList sizes, TensorOptions options) {
+  std::vector<double> v(values);
+  Tensor t = native::to(from_vector(v, sizes), options.device_, options.dtype_);
+  if (options.requires_grad_) t.requires_grad_(true);
+  return t;
+}
+
+Tensor from_blob(void* data, const IntList& sizes, DType dtype, std::function<void(void*)> deleter, Device device) {
+  size_t n = static_cast<size_t>(numel_of(sizes)) * element_size(dtype);
+  Storage s = Storage::from_external(data, n, device, std::move(deleter));
+  return make_tensor(std::move(s), sizes, contiguous_strides(sizes), 0, dtype);
+}
+
+}  // namespace ember

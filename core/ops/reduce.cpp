@@ -1,1 +1,264 @@
-// placeholder: implementation lands with issue 2
+// Reductions over dims with keepdim: sum, mean, prod, amax/amin, max/min with indices,
+// argmax/argmin, var, all/any, and sum_to_size for broadcast gradients.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/kernels/reduce.h"
+#include "core/ops/detail/plan.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/thread_pool.h"
+
+namespace ember::native {
+namespace {
+using kernels::AccIdx;
+using kernels::ReduceOp;
+using kernels::ReducePlan;
+using kernels::Reducer;
+
+struct ReduceSetup {
+  ReducePlan plan;
+  IntList out_sizes;       // with keepdim applied
+  std::vector<bool> reduced;
+};
+
+ReduceSetup setup_reduce(const Tensor& a, const IntList& dims, bool keepdim, const char* op) {
+  ReduceSetup s;
+  int64_t nd = a.dim();
+  s.reduced.assign(std::max<int64_t>(nd, 0), dims.empty());
+  for (auto d : dims) {
+    int64_t w = wrap_dim(d, nd, op);
+    if (nd == 0) continue;
+    EMBER_CHECK_T(ValueError, !s.reduced[w], op, ": dim ", d, " appears multiple times in the list of dims ", dims);
+    s.reduced[w] = true;
+  }
+  EMBER_CHECK(nd <= kernels::kMaxDims, op, ": at most ", kernels::kMaxDims, " dimensions are supported");
+  for (int64_t d = 0; d < nd; ++d) {
+    if (s.reduced[d]) {
+      if (keepdim) s.out_sizes.push_back(1);
+      s.plan.red_sizes[s.plan.red_ndim] = a.sizes()[d];
+      s.plan.red_strides[s.plan.red_ndim] = a.strides()[d];
+      s.plan.red_ndim++;
+      s.plan.red_numel *= a.sizes()[d];
+    } else {
+      s.out_sizes.push_back(a.sizes()[d]);
+      s.plan.out_sizes[s.plan.out_ndim] = a.sizes()[d];
+      s.plan.out_in_strides[s.plan.out_ndim] = a.strides()[d];
+      s.plan.out_ndim++;
+      s.plan.out_numel *= a.sizes()[d];
+    }
+  }
+  // Sort reduced dims so the smallest stride is innermost (cache-friendly inner loop).
+  for (int i = 0; i < s.plan.red_ndim; ++i) {
+    for (int j = i + 1; j < s.plan.red_ndim; ++j) {
+      if (s.plan.red_strides[j] > s.plan.red_strides[i]) {
+        std::swap(s.plan.red_strides[i], s.plan.red_strides[j]);
+        std::swap(s.plan.red_sizes[i], s.plan.red_sizes[j]);
+      }
+    }
+  }
+  return s;
+}
+
+template <typename T, typename Acc, typename Out>
+void cpu_reduce(const ReducePlan& p, const T* in, Out* out, int64_t* out_idx, ReduceOp op, double scale) {
+  Reducer<T, Acc> r{op};
+  const bool arg = op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+  const int64_t inner = p.red_ndim ? p.red_sizes[p.red_ndim - 1] : 1;
+  const int64_t inner_stride = p.red_ndim ? p.red_strides[p.red_ndim - 1] : 0;
+  const int64_t outer_red = p.red_numel / std::max<int64_t>(inner, 1);
+  ReducePlan outer_plan = p;  // reduced dims without the innermost
+  if (outer_plan.red_ndim) outer_plan.red_ndim--;
+  auto body = [&](int64_t ob, int64_t oe) {
+    for (int64_t o = ob; o < oe; ++o) {
+      const T* base = in + p.out_offset(o);
+      AccIdx<Acc> acc = r.init();
+      if (p.red_numel > 0) {
+        for (int64_t ro = 0; ro < outer_red; ++ro) {
+          const T* row = base + outer_plan.red_offset(ro);
+          int64_t idx0 = ro * inner;
+          if (op == ReduceOp::Sum && inner_stride == 1) {
+            Acc s = 0;
+            for (int64_t i = 0; i < inner; ++i) s += static_cast<Acc>(row[i]);
+            acc.v += s;
+          } else {
+            for (int64_t i = 0; i < inner; ++i) r.step(acc, row[i * inner_stride], idx0 + i);
+          }
+        }
+      }
+      if (out) out[o] = static_cast<Out>(static_cast<double>(acc.v) * scale);
+      if (arg && out_idx) out_idx[o] = acc.i < 0 ? 0 : acc.i;
+    }
+  };
+  int64_t work = p.out_numel * std::max<int64_t>(p.red_numel, 1);
+  if (work < 65536 || p.out_numel == 1) {
+    body(0, p.out_numel);
+  } else {
+    parallel_for(0, p.out_numel, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.red_numel, 1)), body);
+  }
+}
+
+// Sum over leading dims of a contiguous tensor: accumulate rows into the output (vectorizes).
+bool try_sum_leading(const Tensor& a, const ReduceSetup& s, Tensor& out, double scale) {
+  if (!a.is_contiguous() || s.plan.out_numel <= 1) return false;
+  int64_t nd = a.dim();
+  int64_t k = 0;
+  while (k < nd && s.reduced[k]) ++k;
+  for (int64_t d = k; d < nd; ++d) {
+    if (s.reduced[d]) return false;
+  }
+  if (k == 0) return false;
+  int64_t rows = s.plan.red_numel, cols = s.plan.out_numel;
+  EMBER_DISPATCH_FLOATING(a.dtype(), "sum", [&] {
+    const scalar_t* in = a.data_ptr<scalar_t>();
+    scalar_t* o = out.data_ptr<scalar_t>();
+    auto cols_body = [&](int64_t cb, int64_t ce) {
+      std::vector<double> acc(static_cast<size_t>(ce - cb), 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const scalar_t* row = in + r * cols;
+        for (int64_t c = cb; c < ce; ++c) acc[c - cb] += row[c];
+      }
+      for (int64_t c = cb; c < ce; ++c) o[c] = static_cast<scalar_t>(acc[c - cb] * scale);
+    };
+    if (rows * cols < 65536) {
+      cols_body(0, cols);
+    } else {
+      parallel_for(0, cols, std::max<int64_t>(16, 65536 / std::max<int64_t>(rows, 1)), cols_body);
+    }
+  });
+  return true;
+}
+
+Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceOp op, DType out_dtype, double scale,
+                     const char* name) {
+  ReduceSetup s = setup_reduce(a, dims, keepdim, name);
+  if ((op == ReduceOp::Max || op == ReduceOp::Min) && s.plan.red_numel == 0) {
+    EMBER_THROW(IndexError, name, ": Expected reduction dim to have non-zero size (input shape ", a.sizes(), ")");
+  }
+  Tensor out = empty(s.out_sizes, TensorOptions(out_dtype).device(a.device()));
+  if (a.device().is_cuda()) {
+    EMBER_THROW(NotImplementedError, name, ": CUDA reductions run through the CUDA backend, which this build lacks");
+  }
+  if (op == ReduceOp::Sum && out_dtype == a.dtype() && is_floating_point(a.dtype()) &&
+      try_sum_leading(a, s, out, scale)) {
+    return out;
+  }
+  const void* in = a.raw_data();
+  EMBER_DISPATCH_ALL(a.dtype(), name, [&] {
+    using T = scalar_t;
+    if constexpr (sizeof(T) == 2) {
+      EMBER_THROW(TypeError, name, ": 16-bit floats are not supported by CPU reductions; convert to float32 first");
+    } else {
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      EMBER_DISPATCH_ALL(out_dtype, name, [&] {
+        if constexpr (sizeof(scalar_t) == 2) {
+          EMBER_THROW(TypeError, name, ": 16-bit output dtype is not supported on CPU");
+        } else {
+          cpu_reduce<T, Acc, scalar_t>(s.plan, static_cast<const T*>(in), out.data_ptr<scalar_t>(), nullptr, op, scale);
+        }
+      });
+    }
+  });
+  return out;
+}
+
+std::pair<Tensor, Tensor> reduce_with_index(const Tensor& a, int64_t dim, bool keepdim, ReduceOp op, bool want_values,
+                                            const char* name) {
+  ReduceSetup s = setup_reduce(a, {dim}, keepdim, name);
+  EMBER_CHECK_T(IndexError, s.plan.red_numel > 0, name, ": Expected reduction dim ", dim,
+                " to have non-zero size (input shape ", a.sizes(), ")");
+  EMBER_CHECK(a.device().is_cpu(), name, ": CUDA reductions are not available in this build");
+  Tensor idx = empty(s.out_sizes, TensorOptions(kInt64).device(a.device()));
+  Tensor vals = want_values ? empty(s.out_sizes, TensorOptions(a.dtype()).device(a.device())) : Tensor();
+  EMBER_DISPATCH_ALL(a.dtype(), name, [&] {
+    using T = scalar_t;
+    if constexpr (sizeof(T) == 2) {
+      EMBER_THROW(TypeError, name, ": 16-bit floats are not supported by CPU reductions");
+    } else {
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      cpu_reduce<T, Acc, T>(s.plan, static_cast<const T*>(a.raw_data()), want_values ? vals.data_ptr<T>() : nullptr,
+                            idx.data_ptr<int64_t>(), op, 1.0);
+    }
+  });
+  return {vals, idx};
+}
+
+int64_t reduced_count(const Tensor& a, const IntList& dims) {
+  if (dims.empty()) return a.numel();
+  int64_t n = 1;
+  for (auto d : dims) n *= a.dim() == 0 ? 1 : a.sizes()[wrap_dim(d, a.dim(), "mean")];
+  return n;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
+  DType out = dtype ? *dtype : (is_integral(a.dtype(), true) ? kInt64 : a.dtype());
+  return reduce_values(a, dims, keepdim, ReduceOp::Sum, out, 1.0, "sum");
+}
+
+Tensor mean(const Tensor& a, const IntList& dims, bool keepdim) {
+  EMBER_CHECK_T(TypeError, a.is_floating_point(), "mean(): could not infer output dtype. Input dtype must be either a "
+                "floating point or complex dtype. Got: ", a.dtype());
+  int64_t n = reduced_count(a, dims);
+  return reduce_values(a, dims, keepdim, ReduceOp::Sum, a.dtype(), n ? 1.0 / static_cast<double>(n) : NAN, "mean");
+}
+
+Tensor prod(const Tensor& a, const IntList& dims, bool keepdim) {
+  DType out = is_integral(a.dtype(), true) ? kInt64 : a.dtype();
+  return reduce_values(a, dims, keepdim, ReduceOp::Prod, out, 1.0, "prod");
+}
+Tensor amax(const Tensor& a, const IntList& dims, bool keepdim) {
+  return reduce_values(a, dims, keepdim, ReduceOp::Max, a.dtype(), 1.0, "amax");
+}
+Tensor amin(const Tensor& a, const IntList& dims, bool keepdim) {
+  return reduce_values(a, dims, keepdim, ReduceOp::Min, a.dtype(), 1.0, "amin");
+}
+Tensor all(const Tensor& a) { return reduce_values(a, {}, false, ReduceOp::All, kBool, 1.0, "all"); }
+Tensor any(const Tensor& a) { return reduce_values(a, {}, false, ReduceOp::Any, kBool, 1.0, "any"); }
+
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return reduce_with_index(a, dim, keepdim, ReduceOp::Max, true, "max");
+}
+std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return reduce_with_index(a, dim, keepdim, ReduceOp::Min, true, "min");
+}
+Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
+  return reduce_with_index(a, dim, keepdim, ReduceOp::ArgMax, false, "argmax").second;
+}
+Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
+  return reduce_with_index(a, dim, keepdim, ReduceOp::ArgMin, false, "argmin").second;
+}
+
+Tensor var(const Tensor& a, const IntList& dims, int64_t correction, bool keepdim) {
+  EMBER_CHECK_T(TypeError, a.is_floating_point(), "var: expected a floating-point tensor, got ", a.dtype());
+  Tensor m = mean(a, dims, true);
+  Tensor d = sub(a, m);
+  Tensor sq = mul(d, d);
+  int64_t n = reduced_count(a, dims);
+  double denom = static_cast<double>(std::max<int64_t>(n - correction, 0));
+  return div(sum(sq, dims, keepdim), denom);
+}
+
+Tensor sum_to_size(const Tensor& a, const IntList& sizes) {
+  if (a.sizes() == sizes) return a;
+  int64_t lead = a.dim() - static_cast<int64_t>(sizes.size());
+  EMBER_CHECK_T(ValueError, lead >= 0, "sum_to_size: size ", sizes, " is not expandable to size ", a.sizes());
+  IntList dims;
+  for (int64_t d = 0; d < a.dim(); ++d) {
+    if (d < lead) {
+      dims.push_back(d);
+    } else {
+      int64_t want = sizes[d - lead];
+      EMBER_CHECK_T(ValueError, want == a.sizes()[d] || want == 1, "sum_to_size: size ", sizes,
+                    " is not expandable to size ", a.sizes());
+      if (want == 1 && a.sizes()[d] != 1) dims.push_back(d);
+    }
+  }
+  Tensor r = dims.empty() ? a : sum(a, dims, true);
+  if (lead > 0 || r.sizes() != sizes) r = reshape(r, sizes);
+  return r;
+}
+
+}  // namespace ember::native

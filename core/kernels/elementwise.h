@@ -1,0 +1,199 @@
+// The math of every element-wise op, once, as host/device functors, and the visitors that map
+// an op id to its functor. The CPU driver (core/kernels/cpu/loops.h) and the CUDA driver
+// (core/cuda/loops.cuh) both call visit_*; neither knows any op's formula.
+#pragma once
+#include <cstdint>
+
+#include "core/kernels/math.h"
+#include "core/macros.h"
+
+namespace ember::kernels {
+
+enum class BinaryOp : int8_t {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
+  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
+  TanhBackward, SigmoidBackward, ReluBackward, GeluBackward,
+};
+constexpr bool binary_op_returns_bool(BinaryOp op) {
+  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
+         op == BinaryOp::Gt || op == BinaryOp::Ge || op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr;
+}
+
+enum class UnaryOp : int8_t {
+  Neg, Abs, Sign, Exp, Log, Log1p, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, Erf,
+  IsNan, IsFinite, LogicalNot,
+  // with scalar parameters a (and b)
+  AddScalar, MulScalar, DivScalar, RSubScalar, PowScalar, Clamp, ClampMin, ClampMax,
+  EqScalar, NeScalar, LtScalar, LeScalar, GtScalar, GeScalar, Fill, Copy,
+};
+constexpr bool unary_op_returns_bool(UnaryOp op) {
+  return op == UnaryOp::IsNan || op == UnaryOp::IsFinite || op == UnaryOp::LogicalNot ||
+         (op >= UnaryOp::EqScalar && op <= UnaryOp::GeScalar);
+}
+constexpr bool unary_op_needs_floating(UnaryOp op) {
+  return (op >= UnaryOp::Exp && op <= UnaryOp::Erf && op != UnaryOp::Relu) || op == UnaryOp::PowScalar;
+}
+
+enum class TernaryOp : int8_t { Where, Addcmul, Addcdiv, Lerp, MaskedFill };
+
+#define EMBER_BIN(name, expr)                                       \
+  template <typename T>                                             \
+  struct name {                                                     \
+    double alpha;                                                   \
+    EMBER_HOST_DEVICE auto operator()(T a, T b) const { return expr; } \
+  };
+EMBER_BIN(AddF, static_cast<T>(a + static_cast<T>(alpha) * b))
+EMBER_BIN(SubF, static_cast<T>(a - static_cast<T>(alpha) * b))
+EMBER_BIN(MulF, static_cast<T>(a * b))
+EMBER_BIN(DivF, static_cast<T>(a / b))
+EMBER_BIN(PowF, static_cast<T>(k_pow(a, b)))
+EMBER_BIN(MaxF, static_cast<T>((a != a) ? a : (a > b ? a : b)))
+EMBER_BIN(MinF, static_cast<T>((a != a) ? a : (a < b ? a : b)))
+EMBER_BIN(EqF, a == b)
+EMBER_BIN(NeF, a != b)
+EMBER_BIN(LtF, a < b)
+EMBER_BIN(LeF, a <= b)
+EMBER_BIN(GtF, a > b)
+EMBER_BIN(GeF, a >= b)
+EMBER_BIN(AndF, static_cast<bool>(a) && static_cast<bool>(b))
+EMBER_BIN(OrF, static_cast<bool>(a) || static_cast<bool>(b))
+EMBER_BIN(TanhBwdF, static_cast<T>(a * (T(1) - b * b)))
+EMBER_BIN(SigmoidBwdF, static_cast<T>(a * b * (T(1) - b)))
+EMBER_BIN(ReluBwdF, static_cast<T>(b > T(0) ? a : T(0)))
+EMBER_BIN(GeluBwdF, static_cast<T>(a * (T(0.5) * (T(1) + k_erf(b * T(0.70710678118654752440))) +
+                                        b * T(0.39894228040143267794) * k_exp(T(-0.5) * b * b))))
+#undef EMBER_BIN
+
+/// Calls v(functor) for `op` instantiated at T. Integral T skips float-only formulas.
+template <typename T, typename V>
+EMBER_HOST_DEVICE inline void visit_binary(BinaryOp op, double alpha, V&& v) {
+  switch (op) {
+    case BinaryOp::Add: return v(AddF<T>{alpha});
+    case BinaryOp::Sub: return v(SubF<T>{alpha});
+    case BinaryOp::Mul: return v(MulF<T>{alpha});
+    case BinaryOp::Div: return v(DivF<T>{alpha});
+    case BinaryOp::Pow: return v(PowF<T>{alpha});
+    case BinaryOp::Maximum: return v(MaxF<T>{alpha});
+    case BinaryOp::Minimum: return v(MinF<T>{alpha});
+    case BinaryOp::Eq: return v(EqF<T>{alpha});
+    case BinaryOp::Ne: return v(NeF<T>{alpha});
+    case BinaryOp::Lt: return v(LtF<T>{alpha});
+    case BinaryOp::Le: return v(LeF<T>{alpha});
+    case BinaryOp::Gt: return v(GtF<T>{alpha});
+    case BinaryOp::Ge: return v(GeF<T>{alpha});
+    case BinaryOp::LogicalAnd: return v(AndF<T>{alpha});
+    case BinaryOp::LogicalOr: return v(OrF<T>{alpha});
+    case BinaryOp::TanhBackward: return v(TanhBwdF<T>{alpha});
+    case BinaryOp::SigmoidBackward: return v(SigmoidBwdF<T>{alpha});
+    case BinaryOp::ReluBackward: return v(ReluBwdF<T>{alpha});
+    case BinaryOp::GeluBackward: return v(GeluBwdF<T>{alpha});
+  }
+}
+
+template <typename T>
+struct UnaryF {
+  UnaryOp op;
+  double a, b;
+  EMBER_HOST_DEVICE T operator()(T x) const {
+    switch (op) {
+      case UnaryOp::Neg: return static_cast<T>(-x);
+      case UnaryOp::Abs: return x < T(0) ? static_cast<T>(-x) : x;
+      case UnaryOp::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
+      case UnaryOp::Relu: return x > T(0) ? x : T(0);
+      case UnaryOp::AddScalar: return static_cast<T>(x + static_cast<T>(a));
+      case UnaryOp::MulScalar: return static_cast<T>(x * static_cast<T>(a));
+      case UnaryOp::DivScalar: return static_cast<T>(x / static_cast<T>(a));
+      case UnaryOp::RSubScalar: return static_cast<T>(static_cast<T>(a) - x);
+      case UnaryOp::Clamp: return x < static_cast<T>(a) ? static_cast<T>(a) : (x > static_cast<T>(b) ? static_cast<T>(b) : x);
+      case UnaryOp::ClampMin: return x < static_cast<T>(a) ? static_cast<T>(a) : x;
+      case UnaryOp::ClampMax: return x > static_cast<T>(a) ? static_cast<T>(a) : x;
+      case UnaryOp::Fill: return static_cast<T>(a);
+      case UnaryOp::Copy: return x;
+      default: return x;
+    }
+  }
+};
+
+template <typename T>
+struct FloatUnaryF {
+  UnaryOp op;
+  double a, b;
+  EMBER_HOST_DEVICE T operator()(T x) const {
+    switch (op) {
+      case UnaryOp::Exp: return k_exp(x);
+      case UnaryOp::Log: return k_log(x);
+      case UnaryOp::Log1p: return k_log1p(x);
+      case UnaryOp::Sqrt: return k_sqrt(x);
+      case UnaryOp::Rsqrt: return T(1) / k_sqrt(x);
+      case UnaryOp::Reciprocal: return T(1) / x;
+      case UnaryOp::Sin: return k_sin(x);
+      case UnaryOp::Cos: return k_cos(x);
+      case UnaryOp::Tanh: return k_tanh(x);
+      case UnaryOp::Sigmoid: return T(1) / (T(1) + k_exp(-x));
+      case UnaryOp::Gelu: return T(0.5) * x * (T(1) + k_erf(x * T(0.70710678118654752440)));
+      case UnaryOp::Erf: return k_erf(x);
+      case UnaryOp::PowScalar: return k_pow(x, static_cast<T>(a));
+      default: return UnaryF<T>{op, a, b}(x);
+    }
+  }
+};
+
+template <typename T>
+struct BoolUnaryF {
+  UnaryOp op;
+  double a;
+  EMBER_HOST_DEVICE bool operator()(T x) const {
+    switch (op) {
+      case UnaryOp::IsNan: return x != x;
+      case UnaryOp::IsFinite: return x == x && x - x == x - x;
+      case UnaryOp::LogicalNot: return !static_cast<bool>(x);
+      case UnaryOp::EqScalar: return static_cast<double>(x) == a;
+      case UnaryOp::NeScalar: return static_cast<double>(x) != a;
+      case UnaryOp::LtScalar: return static_cast<double>(x) < a;
+      case UnaryOp::LeScalar: return static_cast<double>(x) <= a;
+      case UnaryOp::GtScalar: return static_cast<double>(x) > a;
+      case UnaryOp::GeScalar: return static_cast<double>(x) >= a;
+      default: return false;
+    }
+  }
+};
+
+// Ternary functors: (out, in...) types given by the driver.
+template <typename T>
+struct WhereF {
+  EMBER_HOST_DEVICE T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+template <typename T>
+struct AddcmulF {
+  double value;
+  EMBER_HOST_DEVICE T operator()(T s, T a, T b) const { return static_cast<T>(s + static_cast<T>(value) * a * b); }
+};
+template <typename T>
+struct AddcdivF {
+  double value;
+  EMBER_HOST_DEVICE T operator()(T s, T a, T b) const { return static_cast<T>(s + static_cast<T>(value) * a / b); }
+};
+template <typename T>
+struct LerpF {
+  double weight;
+  EMBER_HOST_DEVICE T operator()(T s, T e) const { return static_cast<T>(s + static_cast<T>(weight) * (e - s)); }
+};
+template <typename T>
+struct MaskedFillF {
+  double value;
+  EMBER_HOST_DEVICE T operator()(T s, bool m) const { return m ? static_cast<T>(value) : s; }
+};
+template <typename T>
+constexpr bool is_16bit_float_v = sizeof(T) == 2;
+template <typename To, typename From>
+struct CastF {
+  EMBER_HOST_DEVICE To operator()(From x) const {
+    if constexpr (is_16bit_float_v<To> || is_16bit_float_v<From>) {
+      return static_cast<To>(static_cast<float>(x));
+    } else {
+      return static_cast<To>(x);
+    }
+  }
+};
+
+}  // namespace ember::kernels

@@ -329,7 +329,8 @@ struct OpenedFile {
 };
 
 void open_for_read(const std::string& path, OpenedFile* f) {
-  f->fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at `path` must not hang the open; it is rejected below as not a regular file.
+  f->fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (f->fd.fd < 0) EMBER_THROW(Error, "load_safetensors: cannot open '", path, "': ", os_error(errno));
   struct stat st;
   if (::fstat(f->fd.fd, &st) != 0) EMBER_THROW(Error, "load_safetensors: cannot stat '", path, "': ", os_error(errno));
@@ -529,7 +530,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   create_temp(path, &tmp);
   struct stat old;
   if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode))
-    (void)::fchmod(tmp.fd, old.st_mode & 07777);  // keep the permissions of the file we replace
+    (void)::fchmod(tmp.fd, old.st_mode & 0777);  // keep the permissions of the file we replace
   write_all(tmp.fd, len_bytes, 8, path, tmp.path);
   write_all(tmp.fd, header.data(), header.size(), path, tmp.path);
   for (const Tensor& c : host) {

@@ -39,7 +39,9 @@ struct SafetensorsHeader {
 
 /// Writes `tensors`, in the given order, to `path` in the safetensors format. Non-contiguous and
 /// non-CPU tensors are made contiguous on the host first. The header is padded with spaces to a
-/// multiple of 8 bytes; "__metadata__" is written only when `metadata` is non-empty.
+/// multiple of 8 bytes; "__metadata__" is written only when `metadata` is non-empty. Tensors that
+/// share storage (tied weights) are written as independent copies. A symlink at `path` is
+/// replaced by the new file, not followed; an existing regular file keeps its permission bits.
 /// Atomic: the data goes to `path + ".tmp.<pid>.<random>"`, is fsync'ed and renamed over `path`;
 /// on any failure the temporary file is removed, an existing file at `path` is left untouched,
 /// and ember::Error naming the path and the OS error is thrown. Throws ValueError (before

@@ -394,6 +394,33 @@ TEST(Safetensors, MissingFileNamesPathAndErrno) {
   }
 }
 
+TEST(Safetensors, FifoIsRejectedWithoutBlocking) {
+  TempDir dir;
+  std::string path = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  try {
+    load_safetensors(path);
+    FAIL() << "expected Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SafetensorsCuda, SaveFromAndLoadOntoCuda) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA device";
+  TempDir dir;
+  std::string path = dir.file("cuda.safetensors");
+  Bytes want = bytes_of_values<float>({0, 1, 2, 3, 4, 5});
+  Tensor host = make_raw({2, 3}, kFloat32, want);
+  Tensor dev_t = native::transpose(native::to(host, Device::cuda(0)), 0, 1);  // non-contiguous, on the GPU
+  save_safetensors(path, {{"t", dev_t}});
+  auto loaded = load_safetensors(path, nullptr, Device::cuda(0));
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(loaded[0].second.device(), Device::cuda(0));
+  EXPECT_EQ(loaded[0].second.sizes(), (IntList{3, 2}));
+  EXPECT_EQ(bytes_of(loaded[0].second), bytes_of_values<float>({0, 3, 1, 4, 2, 5}));
+}
+
 // ---- corrupted files ---------------------------------------------------------------------------
 
 struct Corrupt {

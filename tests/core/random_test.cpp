@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "core/kernels/philox.h"
@@ -174,6 +175,33 @@ TEST_F(Random, SixteenBitRandStaysBelowOne) {
     }
     EXPECT_NEAR(sum / 20000, 0.5, 0.02);
     EXPECT_GT(mx, 0.9);
+  }
+}
+
+TEST_F(Random, SixteenBitUniformStaysHalfOpen) {
+  // In [1, 2) bfloat16 has 2^7 values, so from + (to - from) * u rounds up to `to` for ~1/256
+  // of the draws unless uniform_ clamps; likewise [-1, 0) must never produce 0.
+  Generator g(16);
+  for (DType dt : {kBFloat16, kFloat16}) {
+    for (auto [from, to] : {std::pair{1.0, 2.0}, std::pair{-1.0, 0.0}}) {
+      Tensor t = empty({20000}, dt);
+      uniform_(t, from, to, &g);
+      const uint16_t* raw = static_cast<const uint16_t*>(t.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        float f;
+        if (dt == kBFloat16) {
+          BFloat16 b;
+          b.bits = raw[i];
+          f = b;
+        } else {
+          Half h;
+          h.bits = raw[i];
+          f = h;
+        }
+        ASSERT_GE(f, from) << dt;
+        ASSERT_LT(f, to) << dt;
+      }
+    }
   }
 }
 

@@ -1,0 +1,92 @@
+// Store: the key-value rendezvous that processes (or threads) of a job use to find each
+// other and exchange small blobs (addresses, unique ids, counters) before and beside the
+// collectives. Implementations: HashStore (in-process), FileStore (shared file),
+// TCPStore (server + clients), PrefixStore (a namespace over another store).
+// Every Store is thread-safe: any number of threads may call any method concurrently.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember::parallel {
+
+/// Values are opaque bytes. add() keeps its counter as the decimal text of the number
+/// ("42"), like PyTorch's stores, so get() on a counter returns that text.
+class Store {
+ public:
+  static constexpr int64_t kDefaultTimeoutMs = 300'000;  // 5 minutes, as torch.distributed
+
+  explicit Store(int64_t timeout_ms = kDefaultTimeoutMs);
+  virtual ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  /// Sets key to value, replacing any old value, and wakes everyone waiting for key.
+  void set(const std::string& key, const std::vector<uint8_t>& value);
+  void set(const std::string& key, const std::string& value);
+
+  /// Returns key's value, waiting up to timeout() (or timeout_ms) for it to appear.
+  /// Throws TimeoutError naming the key and the timeout.
+  std::vector<uint8_t> get(const std::string& key);
+  std::vector<uint8_t> get(const std::string& key, int64_t timeout_ms);
+  std::string get_string(const std::string& key);
+
+  /// Adds delta to the integer counter at key (a missing key counts as 0) and returns
+  /// the new value. Throws ValueError when key holds something that is not an integer.
+  int64_t add(const std::string& key, int64_t delta);
+
+  /// Atomically: if key is missing and expected is empty, or key's value equals
+  /// expected, sets key to desired. Returns key's value afterwards (for a missing key and
+  /// a non-empty expected, returns expected and stores nothing, as PyTorch does).
+  std::vector<uint8_t> compare_set(const std::string& key, const std::vector<uint8_t>& expected,
+                                   const std::vector<uint8_t>& desired);
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired);
+
+  /// True when every key exists right now; never waits.
+  bool check(const std::vector<std::string>& keys);
+
+  /// Waits until every key exists: up to timeout() or timeout_ms milliseconds, then
+  /// throws TimeoutError naming the missing keys.
+  void wait(const std::vector<std::string>& keys);
+  void wait(const std::vector<std::string>& keys, int64_t timeout_ms);
+
+  /// Removes key; returns whether it existed.
+  bool delete_key(const std::string& key);
+
+  /// Number of user keys in the store (internal bookkeeping keys are not counted).
+  int64_t num_keys();
+
+  /// Default timeout in milliseconds for get() and wait(); must be positive.
+  void set_timeout(int64_t timeout_ms);
+  int64_t timeout() const { return timeout_ms_.load(std::memory_order_relaxed); }
+
+ protected:
+  // The implementation hooks behind the public API; same contracts as above. The public
+  // wrappers validate arguments (non-empty keys, positive timeouts) before calling them.
+  virtual void set_impl(const std::string& key, const std::vector<uint8_t>& value) = 0;
+  virtual std::vector<uint8_t> get_impl(const std::string& key, int64_t timeout_ms) = 0;
+  virtual int64_t add_impl(const std::string& key, int64_t delta) = 0;
+  virtual std::vector<uint8_t> compare_set_impl(const std::string& key,
+                                                const std::vector<uint8_t>& expected,
+                                                const std::vector<uint8_t>& desired) = 0;
+  virtual bool check_impl(const std::vector<std::string>& keys) = 0;
+  virtual void wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) = 0;
+  virtual bool delete_key_impl(const std::string& key) = 0;
+  virtual int64_t num_keys_impl() = 0;
+
+ private:
+  std::atomic<int64_t> timeout_ms_;
+};
+
+namespace detail {
+/// Parses a counter written by add(); throws ValueError naming key otherwise.
+int64_t parse_counter(const std::string& key, const std::vector<uint8_t>& value);
+std::vector<uint8_t> format_counter(int64_t value);
+/// "['a', 'b']" for error messages.
+std::string format_keys(const std::vector<std::string>& keys);
+}  // namespace detail
+
+}  // namespace ember::parallel

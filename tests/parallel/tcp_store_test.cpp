@@ -1,0 +1,418 @@
+// TCPStore beyond the common Store contract (store_test.cpp): real client processes,
+// waiting for workers, token authentication, a dead server, and hostile clients that
+// speak raw bytes to the server, which must drop only them. Loopback only.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "parallel/distributed/detail/wire.h"
+#include "parallel/distributed/tcp_store.h"
+#include "parallel/distributed/tcp_store_server.h"
+
+namespace ember::parallel {
+namespace {
+
+using detail::FrameWriter;
+using detail::Op;
+
+constexpr int64_t kTestTimeoutMs = 20'000;
+const std::string kToken = "tcp-store-test-token";
+
+TCPStoreOptions server_options(std::optional<int> world_size = std::nullopt) {
+  TCPStoreOptions o;
+  o.is_server = true;
+  o.bind_address = "127.0.0.1";
+  o.world_size = world_size;
+  o.timeout_ms = kTestTimeoutMs;
+  o.token = kToken;
+  return o;
+}
+
+TCPStoreOptions client_options(std::string token = kToken) {
+  TCPStoreOptions o;
+  o.timeout_ms = kTestTimeoutMs;
+  o.token = std::move(token);
+  return o;
+}
+
+// A port that was free a moment ago (for tests that must start clients before the server).
+uint16_t probe_free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// ---- raw clients that do not play by the rules --------------------------------------
+
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawClient() { close(); }
+  bool connected() const { return connected_; }
+  void send(const std::vector<uint8_t>& data) {
+    size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;  // the server may already have dropped us
+      off += static_cast<size_t>(n);
+    }
+  }
+  void send_header(uint32_t len) {
+    send({uint8_t(len >> 24), uint8_t(len >> 16), uint8_t(len >> 8), uint8_t(len)});
+  }
+  void authenticate(const std::string& token = kToken) {
+    send(FrameWriter().u8(uint8_t(Op::kAuth)).bytes(detail::kAuthMagic).bytes(token).finish());
+    // Swallow the 5-byte OK response.
+    uint8_t buf[5];
+    size_t got = 0;
+    while (got < sizeof buf) {
+      ssize_t n = ::recv(fd_, buf + got, sizeof buf - got, 0);
+      ASSERT_GT(n, 0) << "server dropped a correctly authenticating client";
+      got += static_cast<size_t>(n);
+    }
+    ASSERT_EQ(buf[4], 0) << "authentication refused";
+  }
+  // True when the server closes this connection within timeout_ms (reading whatever it
+  // sends first, such as an auth-failed response).
+  bool closed_by_server(int timeout_ms = 10'000) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      uint8_t buf[256];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    }
+    return false;
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+void expect_serves(TCPStore& store, const std::string& key) {
+  store.set(key, std::string("value of ") + key);
+  EXPECT_EQ(store.get_string(key), "value of " + key);
+}
+
+TEST(TCPStore, PortZeroPicksAFreePortThatClientsReach) {
+  TCPStore server("127.0.0.1", 0, server_options());
+  ASSERT_NE(server.port(), 0);
+  EXPECT_TRUE(server.is_server());
+  TCPStore client("127.0.0.1", server.port(), client_options());
+  EXPECT_FALSE(client.is_server());
+  client.set("hello", std::string("world"));
+  EXPECT_EQ(server.get_string("hello"), "world");
+}
+
+TEST(TCPStore, ClientProcessesRendezvousOnLoopback) {
+  TCPStore server("127.0.0.1", 0, server_options());
+  constexpr int kChildren = 3;
+  std::vector<pid_t> pids;
+  for (int i = 0; i < kChildren; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int code = 1;
+      try {
+        TCPStore c("127.0.0.1", server.port(), client_options());
+        c.add("count", 1);
+        c.set("child/" + std::to_string(i), std::to_string(::getpid()));
+        c.wait({"go"});
+        c.set("ack/" + std::to_string(i), std::string("1"));
+        code = 0;
+      } catch (...) {
+      }
+      ::_exit(code);  // the parent's server thread does not exist here; skip destructors
+    }
+    pids.push_back(pid);
+  }
+  std::vector<std::string> children, acks;
+  for (int i = 0; i < kChildren; ++i) {
+    children.push_back("child/" + std::to_string(i));
+    acks.push_back("ack/" + std::to_string(i));
+  }
+  server.wait(children);
+  EXPECT_EQ(server.add("count", 0), kChildren);
+  for (int i = 0; i < kChildren; ++i) EXPECT_EQ(server.get_string(children[i]), std::to_string(pids[i]));
+  server.set("go", std::string("1"));
+  server.wait(acks);
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+}
+
+TEST(TCPStore, ServerWaitsForWorkersThatStartFirst) {
+  const uint16_t port = probe_free_port();
+  // Clients start before the server listens and retry until it does.
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 2; ++i)
+    clients.emplace_back([&] {
+      auto o = client_options();
+      o.world_size = 3;
+      TCPStore c("127.0.0.1", port, o);
+      c.wait({"ready"});
+      ++ok;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  TCPStore server("127.0.0.1", port, server_options(3));  // returns once all 3 are in
+  server.set("ready", std::string("1"));
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 2);
+  EXPECT_EQ(server.num_keys(), 1);  // the bookkeeping keys are not counted
+}
+
+TEST(TCPStore, WaitForWorkersTimesOutSayingHowManyCame) {
+  auto o = server_options(2);
+  o.timeout_ms = 200;
+  try {
+    TCPStore server("127.0.0.1", 0, o);
+    FAIL() << "constructor returned without the second worker";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 of 2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TCPStore, ClientWithoutOrWithWrongTokenIsRefused) {
+  ::unsetenv(kStoreTokenEnv);
+  TCPStore server("127.0.0.1", 0, server_options());
+  for (const std::string token : {"", "wrong-token", "tcp-store-test-token-but-longer"}) {
+    try {
+      TCPStore c("127.0.0.1", server.port(), client_options(token));
+      FAIL() << "client with token '" << token << "' was let in";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("authentication failed"), std::string::npos) << e.what();
+    }
+  }
+  // The token may come from the environment, as ember-run passes it.
+  ::setenv(kStoreTokenEnv, kToken.c_str(), 1);
+  TCPStore from_env("127.0.0.1", server.port(), client_options(""));
+  ::unsetenv(kStoreTokenEnv);
+  expect_serves(from_env, "from_env");
+}
+
+TEST(TCPStore, DeadServerGivesDistributedErrorNotAHang) {
+  auto server = std::make_unique<TCPStore>("127.0.0.1", 0, server_options());
+  const uint16_t port = server->port();
+  TCPStore client("127.0.0.1", port, client_options());
+  std::thread parked([&] { EXPECT_THROW(client.get("never_set"), DistributedError); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.reset();  // the server goes away while a get is parked on it
+  parked.join();
+  EXPECT_THROW(client.set("k", std::string("v")), DistributedError);
+  EXPECT_THROW(client.add("k", 1), DistributedError);
+  auto o = client_options();
+  o.timeout_ms = 300;
+  EXPECT_THROW(TCPStore("127.0.0.1", port, o), DistributedError);
+}
+
+TEST(TCPStore, TimedOutGetLeavesTheClientUsable) {
+  TCPStore server("127.0.0.1", 0, server_options());
+  TCPStore client("127.0.0.1", server.port(), client_options());
+  try {
+    client.get("absent", 100);
+    FAIL();
+  } catch (const TimeoutError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("get"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'absent'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("100 ms"), std::string::npos) << msg;
+  }
+  expect_serves(client, "after_timeout");
+  server.set("absent", std::string("now"));  // wakes nobody: the timed-out waiter is gone
+  EXPECT_EQ(client.get_string("absent"), "now");
+}
+
+TEST(TCPStore, MultiTenantServersShareAPort) {
+  const uint16_t port = probe_free_port();
+  auto o = server_options();
+  o.multi_tenant = true;
+  TCPStore a("127.0.0.1", port, o);
+  TCPStore b("127.0.0.1", port, o);
+  EXPECT_EQ(a.server(), b.server());
+  a.set("shared", std::string("yes"));
+  EXPECT_EQ(b.get_string("shared"), "yes");
+}
+
+TEST(TCPStoreServer, StandaloneServerHostsClientsOnly) {
+  TCPStoreServerOptions o;
+  o.bind_address = "127.0.0.1";
+  o.token = kToken;
+  TCPStoreServer server(o);
+  TCPStore r0("127.0.0.1", server.port(), client_options());
+  TCPStore r1("127.0.0.1", server.port(), client_options());
+  r0.set("from0", std::string("a"));
+  EXPECT_EQ(r1.get_string("from0"), "a");
+  EXPECT_EQ(r1.add("n", 1) + r0.add("n", 1), 3);
+  server.stop();
+  EXPECT_THROW(r0.get("x", 5000), DistributedError);
+}
+
+TEST(TCPStoreServer, BindingAPortInUseThrowsDistributedError) {
+  TCPStoreServerOptions o;
+  o.bind_address = "127.0.0.1";
+  TCPStoreServer first(o);
+  o.port = first.port();
+  // reuse_address does not let two listeners share a port.
+  EXPECT_THROW(TCPStoreServer second(o), DistributedError);
+}
+
+// ---- hostile inputs -----------------------------------------------------------------
+
+class HostileClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TCPStoreServerOptions o;
+    o.bind_address = "127.0.0.1";
+    o.token = kToken;
+    o.max_frame_bytes = 1 << 20;
+    o.auth_timeout_ms = 500;
+    server_ = std::make_unique<TCPStoreServer>(o);
+    good_ = std::make_unique<TCPStore>("127.0.0.1", server_->port(), client_options());
+  }
+  // After each attack: the client that was there before still works, and so does a new one.
+  void TearDown() override {
+    expect_serves(*good_, "old_client_after_attack");
+    TCPStore fresh("127.0.0.1", server_->port(), client_options());
+    expect_serves(fresh, "new_client_after_attack");
+  }
+  uint16_t port() const { return server_->port(); }
+  std::unique_ptr<TCPStoreServer> server_;
+  std::unique_ptr<TCPStore> good_;
+};
+
+TEST_F(HostileClientTest, GarbageBytesAreDropped) {
+  std::mt19937 rng(1234);
+  for (int round = 0; round < 20; ++round) {
+    RawClient raw(port());
+    ASSERT_TRUE(raw.connected());
+    std::vector<uint8_t> junk(1 + rng() % 2000);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    raw.send(junk);
+    if (round % 2 == 0) {
+      EXPECT_TRUE(raw.closed_by_server()) << "round " << round;
+    }
+  }
+}
+
+TEST_F(HostileClientTest, SmallGarbageFrameBeforeAuthIsRefused) {
+  RawClient raw(port());
+  raw.send_header(16);
+  raw.send(std::vector<uint8_t>(16, 0xAB));
+  EXPECT_TRUE(raw.closed_by_server());
+}
+
+TEST_F(HostileClientTest, HugeDeclaredLengthIsDropped) {
+  RawClient before_auth(port());
+  before_auth.send_header(0xFFFFFFFFu);
+  EXPECT_TRUE(before_auth.closed_by_server());
+
+  RawClient after_auth(port());
+  after_auth.authenticate();
+  after_auth.send_header((1u << 20) + 1);  // one byte over this server's cap
+  EXPECT_TRUE(after_auth.closed_by_server());
+
+  RawClient zero(port());
+  zero.authenticate();
+  zero.send_header(0);
+  EXPECT_TRUE(zero.closed_by_server());
+}
+
+TEST_F(HostileClientTest, PartialFramesThenDisconnect) {
+  for (int i = 0; i < 5; ++i) {
+    RawClient raw(port());
+    if (i % 2) raw.authenticate();
+    raw.send_header(100);
+    raw.send(std::vector<uint8_t>(10, 0x42));  // 10 of the 100 promised bytes
+    raw.close();
+  }
+  RawClient half_header(port());
+  half_header.send({0x00, 0x00});
+  half_header.close();
+}
+
+TEST_F(HostileClientTest, MalformedRequestsAfterAuthAreDropped) {
+  auto frame_of = [](std::vector<uint8_t> payload) {
+    const uint32_t n = static_cast<uint32_t>(payload.size());
+    std::vector<uint8_t> f(4 + payload.size());
+    for (int i = 0; i < 4; ++i) f[i] = uint8_t(n >> (24 - 8 * i));
+    std::copy(payload.begin(), payload.end(), f.begin() + 4);
+    return f;
+  };
+  const std::vector<std::vector<uint8_t>> attacks = {
+      frame_of({0x77}),                                   // unknown op
+      frame_of({uint8_t(Op::kSet), 0xFF, 0xFF, 0xFF, 0xFF, 'k'}),  // key length overruns
+      frame_of({uint8_t(Op::kWait), 0x40, 0x00, 0x00, 0x00}),      // a billion keys
+      frame_of({uint8_t(Op::kAuth), 0, 0, 0, 0, 0, 0, 0, 0}),      // auth again
+      FrameWriter().u8(uint8_t(Op::kGet)).bytes(std::string("k")).u8(9).finish(),  // trailing byte
+  };
+  for (const auto& attack : attacks) {
+    RawClient raw(port());
+    raw.authenticate();
+    raw.send(attack);
+    EXPECT_TRUE(raw.closed_by_server());
+  }
+}
+
+TEST_F(HostileClientTest, ClientsVanishingWhileParkedAreForgotten) {
+  for (int i = 0; i < 10; ++i) {
+    RawClient raw(port());
+    raw.authenticate();
+    raw.send(FrameWriter().u8(uint8_t(Op::kGet)).bytes(std::string("parked_key")).finish());
+    raw.send(FrameWriter().u8(uint8_t(Op::kWait)).u32(1).bytes(std::string("other")).finish());
+    raw.close();  // abrupt disconnect with requests parked and queued
+  }
+  // Setting the keys must not try to answer the vanished clients.
+  good_->set("parked_key", std::string("v"));
+  good_->set("other", std::string("v"));
+}
+
+TEST_F(HostileClientTest, SilentConnectionsAreClosedAfterTheAuthTimeout) {
+  RawClient silent(port());
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(silent.closed_by_server(10'000));
+}
+
+TEST_F(HostileClientTest, ManyConnectionsComeAndGo) {
+  std::vector<std::unique_ptr<RawClient>> crowd;
+  for (int i = 0; i < 50; ++i) crowd.push_back(std::make_unique<RawClient>(port()));
+  crowd.clear();
+  // The server notices the disconnects and forgets them (our two clients remain).
+  for (int i = 0; i < 100 && server_->num_connections() > 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(server_->num_connections(), 1u);
+}
+
+}  // namespace
+}  // namespace ember::parallel

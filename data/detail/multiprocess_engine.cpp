@@ -1,0 +1,493 @@
+#include "data/detail/multiprocess_engine.h"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <poll.h>
+#include <unistd.h>
+
+#include "core/generator.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "data/detail/wire.h"
+#include "data/worker_info.h"
+
+// Note [DataLoader workers]
+// Workers are fork()ed children, each with one AF_UNIX stream socket to the parent (a
+// socket rather than two pipes so that writes to a dead peer fail with EPIPE instead of
+// raising SIGPIPE). Messages are length-prefixed frames (data/detail/wire.h):
+//   parent -> worker  kFetch(batch id, sample indices) | kReset (new epoch)
+//   worker -> parent  kBatch(batch id, segment name, tensor descriptors, structure bytes)
+//                     | kError(batch id, exception type, message) | kExhausted(batch id)
+// Batch b of an epoch goes to worker b % num_workers (iterable datasets: the next worker not
+// yet exhausted), so which worker makes which batch, and hence each worker's random stream,
+// depends only on the seed. A worker answers its requests in order; the parent keeps answers
+// in a reorder buffer and hands them out by batch id. A worker exits when its socket reaches
+// end-of-stream (the parent closed it or died) and always leaves through _exit().
+// Shutdown closes every socket, gives workers a moment, SIGKILLs stragglers, reaps them all,
+// then unlinks every segment carrying this engine's prefix (see Note [Segment names]).
+
+namespace ember::data::detail {
+namespace {
+
+enum : uint8_t { kFetch = 1, kReset = 2 };
+enum : uint8_t { kBatch = 1, kError = 2, kExhausted = 3 };
+enum : uint8_t {
+  kErrGeneric = 0, kErrValue, kErrType, kErrIndex, kErrNotImplemented, kErrOutOfMemory, kErrTimeout,
+  kErrStd, kErrUnknown
+};
+constexpr size_t kAlignment = 64;
+constexpr int kShutdownGraceMs = 1000;
+constexpr int kPollSliceMs = 100;
+constexpr int64_t kDrainTimeoutMs = 60000;
+
+std::atomic<uint64_t> g_next_engine_id{0};
+
+uint8_t classify(const std::exception& e) {
+  if (dynamic_cast<const ValueError*>(&e)) return kErrValue;
+  if (dynamic_cast<const TypeError*>(&e)) return kErrType;
+  if (dynamic_cast<const IndexError*>(&e)) return kErrIndex;
+  if (dynamic_cast<const NotImplementedError*>(&e)) return kErrNotImplemented;
+  if (dynamic_cast<const OutOfMemoryError*>(&e)) return kErrOutOfMemory;
+  if (dynamic_cast<const TimeoutError*>(&e)) return kErrTimeout;
+  if (dynamic_cast<const Error*>(&e)) return kErrGeneric;
+  return kErrStd;
+}
+
+[[noreturn]] void throw_typed(int type, const std::string& msg) {
+  switch (type) {
+    case kErrValue: throw ValueError(msg);
+    case kErrType: throw TypeError(msg);
+    case kErrIndex: throw IndexError(msg);
+    case kErrNotImplemented: throw NotImplementedError(msg);
+    case kErrOutOfMemory: throw OutOfMemoryError(msg);
+    case kErrTimeout: throw TimeoutError(msg);
+    default: throw Error(msg);
+  }
+}
+
+std::string error_frame(uint64_t id, uint8_t type, const std::string& msg) {
+  ByteWriter w;
+  w.put<uint8_t>(kError);
+  w.put<uint64_t>(id);
+  w.put<uint8_t>(type);
+  w.put_string(msg);
+  return w.take();
+}
+
+// Worker side: copies the batch's tensors into a fresh segment and describes them.
+// Returns the frame; *segment receives the segment name ("" when all tensors are empty).
+std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& name, const std::string& who,
+                        std::string* segment) {
+  auto& tensors = enc.tensors();
+  std::vector<size_t> offsets(tensors.size());
+  size_t total = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor& t = tensors[i];
+    EMBER_CHECK(t.device().is_cpu(), who, ": a batch tensor is on ", t.device(),
+                "; tensors leave workers through host shared memory, so collate on the CPU");
+    if (!t.is_contiguous()) t = native::contiguous(t);
+    total = (total + kAlignment - 1) / kAlignment * kAlignment;
+    offsets[i] = total;
+    total += t.nbytes();
+  }
+  segment->clear();
+  std::unique_ptr<ShmMapping> map;
+  if (total > 0) {
+    map = create_segment(name, total, who);
+    *segment = name;
+    char* base = static_cast<char*>(map->data());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].nbytes() > 0) std::memcpy(base + offsets[i], tensors[i].raw_data(), tensors[i].nbytes());
+    }
+  }
+  ByteWriter w;
+  w.put<uint8_t>(kBatch);
+  w.put<uint64_t>(id);
+  w.put_string(*segment);
+  w.put<uint64_t>(total);
+  w.put<uint64_t>(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    w.put<int8_t>(static_cast<int8_t>(t.dtype()));
+    w.put<uint64_t>(static_cast<uint64_t>(t.dim()));
+    for (int64_t s : t.sizes()) w.put<int64_t>(s);
+    w.put<uint64_t>(offsets[i]);
+  }
+  w.put_string(enc.meta());
+  return w.take();
+}
+
+void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, void* dataset, const WorkerBody& body,
+                 pid_t parent_pid, uint64_t engine_id) {
+  const uint64_t seed = base_seed + static_cast<uint64_t>(worker_id);
+  set_worker_info(WorkerInfo{worker_id, num_workers, seed, dataset});
+  default_generator().manual_seed(seed);
+  const std::string who = "DataLoader worker " + std::to_string(worker_id);
+
+  // An error outside a fetch (worker_init_fn, reset) is the answer to the next fetch.
+  std::optional<std::pair<uint8_t, std::string>> init_error, reset_error;
+  auto capture = [](auto& slot, auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      slot = std::make_pair(classify(e), std::string(e.what()));
+    } catch (...) {
+      slot = std::make_pair(static_cast<uint8_t>(kErrUnknown), std::string("unknown exception"));
+    }
+  };
+  if (body.init) capture(init_error, [&] { body.init(worker_id); });
+
+  uint64_t seq = 0;
+  std::vector<size_t> indices;
+  while (auto frame = recv_frame(fd)) {
+    ByteReader r(*frame);
+    auto kind = r.get<uint8_t>();
+    if (kind == kReset) {
+      reset_error.reset();
+      if (body.reset) capture(reset_error, [&] { body.reset(); });
+      continue;
+    }
+    EMBER_INTERNAL_ASSERT(kind == kFetch, "unknown DataLoader task kind ", int(kind));
+    auto id = r.get<uint64_t>();
+    auto n = r.get<uint64_t>();
+    indices.resize(n);
+    if (n > 0) std::memcpy(indices.data(), r.get_bytes(n * sizeof(uint64_t)), n * sizeof(uint64_t));
+
+    std::string reply, segment;
+    if (init_error) {
+      reply = error_frame(id, init_error->first, "worker_init_fn: " + init_error->second);
+    } else if (reset_error) {
+      reply = error_frame(id, reset_error->first, reset_error->second);
+      reset_error.reset();
+    } else {
+      std::optional<std::pair<uint8_t, std::string>> err;
+      capture(err, [&] {
+        std::optional<BatchEncoder> enc = body.fetch(indices);
+        if (!enc) {
+          ByteWriter w;
+          w.put<uint8_t>(kExhausted);
+          w.put<uint64_t>(id);
+          reply = w.take();
+        } else {
+          reply = batch_frame(id, *enc, segment_name(parent_pid, engine_id, worker_id, seq++), who, &segment);
+        }
+      });
+      if (err) {
+        if (!segment.empty()) unlink_segment(segment);
+        segment.clear();
+        reply = error_frame(id, err->first, err->second);
+      }
+    }
+    if (!send_frame(fd, reply)) {
+      if (!segment.empty()) unlink_segment(segment);
+      break;
+    }
+  }
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+MultiprocessEngine::MultiprocessEngine(EngineOptions options, void* dataset, WorkerBody body)
+    : options_(options), dataset_(dataset), body_(std::move(body)), id_(g_next_engine_id++), parent_pid_(::getpid()) {
+  EMBER_CHECK_T(ValueError, options_.num_workers > 0, "DataLoader: num_workers must be > 0 here, got ",
+                options_.num_workers);
+  EMBER_CHECK_T(ValueError, options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be > 0, got ",
+                options_.prefetch_factor);
+}
+
+MultiprocessEngine::~MultiprocessEngine() { shutdown(); }
+
+std::string MultiprocessEngine::segment_prefix() const { return detail::segment_prefix(parent_pid_, id_); }
+
+std::vector<pid_t> MultiprocessEngine::worker_pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& w : workers_) pids.push_back(w->pid());
+  return pids;
+}
+
+std::string MultiprocessEngine::worker_name(int w) const {
+  return "DataLoader worker " + std::to_string(w) + " (pid " + std::to_string(workers_[w]->pid()) + ")";
+}
+
+void MultiprocessEngine::start(uint64_t base_seed) {
+  EMBER_INTERNAL_ASSERT(!started());
+  if (broken_) broken_.reset();
+  parent_pid_ = ::getpid();
+  const int n = options_.num_workers;
+  try {
+    for (int i = 0; i < n; ++i) {
+      pid_t parent = parent_pid_;
+      uint64_t id = id_;
+      workers_.push_back(WorkerProcess::spawn([&, i, parent, id](int fd) {
+        worker_main(fd, i, n, base_seed, dataset_, body_, parent, id);
+      }));
+    }
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+  pending_.assign(n, {});
+}
+
+void MultiprocessEngine::begin_epoch(std::vector<std::vector<size_t>> batches) {
+  EMBER_INTERNAL_ASSERT(started() && !in_epoch_);
+  if (broken_) throw Error("DataLoader: the workers failed earlier: " + *broken_);
+  in_epoch_ = true;
+  batches_ = std::move(batches);
+  epoch_base_ += next_send_;
+  next_send_ = next_recv_ = 0;
+  inflight_ = 0;
+  reorder_.clear();
+  active_.assign(workers_.size(), true);
+  rr_ = 0;
+  if (options_.iterable) {
+    ByteWriter w;
+    w.put<uint8_t>(kReset);
+    std::string frame = w.take();
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      if (!send_frame(workers_[i]->fd(), frame)) fail_dead_worker(static_cast<int>(i));
+    }
+  }
+  dispatch();
+}
+
+void MultiprocessEngine::dispatch() {
+  const uint64_t W = workers_.size();
+  const uint64_t cap = static_cast<uint64_t>(options_.prefetch_factor) * W;
+  static const std::vector<size_t> kNoIndices;
+  while (inflight_ < cap) {
+    int w;
+    const std::vector<size_t>* indices = &kNoIndices;
+    if (options_.iterable) {
+      size_t tries = 0;
+      while (tries < W && !active_[rr_]) rr_ = (rr_ + 1) % W, ++tries;
+      if (tries == W) return;  // every worker exhausted
+      w = static_cast<int>(rr_);
+      rr_ = (rr_ + 1) % W;
+    } else {
+      if (next_send_ >= batches_.size()) return;
+      w = static_cast<int>(next_send_ % W);
+      indices = &batches_[next_send_];
+    }
+    const uint64_t id = epoch_base_ + next_send_;
+    ByteWriter f;
+    f.put<uint8_t>(kFetch);
+    f.put<uint64_t>(id);
+    f.put<uint64_t>(indices->size());
+    static_assert(sizeof(size_t) == sizeof(uint64_t));
+    f.put_bytes(indices->data(), indices->size() * sizeof(size_t));
+    if (!send_frame(workers_[w]->fd(), f.bytes())) fail_dead_worker(w);
+    pending_[w].push_back(id);
+    ++next_send_;
+    ++inflight_;
+  }
+}
+
+bool MultiprocessEngine::epoch_done() const {
+  if (!options_.iterable) return next_recv_ >= batches_.size();
+  if (next_recv_ < next_send_) return false;
+  for (bool a : active_) {
+    if (a) return false;
+  }
+  return true;
+}
+
+std::optional<RawBatch> MultiprocessEngine::next() {
+  if (broken_) throw Error("DataLoader: the workers failed earlier: " + *broken_);
+  EMBER_INTERNAL_ASSERT(in_epoch_);
+  while (true) {
+    dispatch();
+    if (epoch_done()) {
+      in_epoch_ = false;
+      return std::nullopt;
+    }
+    const uint64_t want = epoch_base_ + next_recv_;
+    auto it = reorder_.find(want);
+    if (it == reorder_.end()) {
+      wait_for_results(want);
+      continue;
+    }
+    Slot slot = std::move(it->second);
+    reorder_.erase(it);
+    ++next_recv_;
+    switch (slot.kind) {
+      case SlotKind::kBatch: return std::move(slot.batch);
+      case SlotKind::kExhausted: continue;
+      case SlotKind::kError:
+        dispatch();  // keep the pipeline full for whoever continues after catching
+        throw_typed(slot.error_type, worker_name(slot.worker) + " raised: " + slot.message);
+    }
+  }
+}
+
+void MultiprocessEngine::wait_for_results(uint64_t awaited_id) {
+  const int64_t deadline = options_.timeout_ms > 0 ? now_ms() + options_.timeout_ms : 0;
+  int owner = -1;
+  for (size_t w = 0; w < pending_.size() && owner < 0; ++w) {
+    for (uint64_t id : pending_[w]) {
+      if (id == awaited_id) owner = static_cast<int>(w);
+    }
+  }
+  EMBER_INTERNAL_ASSERT(owner >= 0, "DataLoader: batch ", awaited_id, " was never requested");
+  std::vector<pollfd> fds(workers_.size());
+  while (reorder_.find(awaited_id) == reorder_.end()) {
+    int slice = kPollSliceMs;
+    if (deadline) {
+      int64_t left = deadline - now_ms();
+      if (left <= 0) {
+        fail("DataLoader timed out after " + std::to_string(options_.timeout_ms) + " ms waiting for batch " +
+                 std::to_string(awaited_id - epoch_base_) + " from " + worker_name(owner),
+             true);
+      }
+      slice = static_cast<int>(std::min<int64_t>(left, slice));
+    }
+    for (size_t w = 0; w < workers_.size(); ++w) fds[w] = pollfd{workers_[w]->fd(), POLLIN, 0};
+    int r = ::poll(fds.data(), fds.size(), slice);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      fail(std::string("DataLoader: poll failed: ") + std::strerror(errno), false);
+    }
+    if (r == 0) {
+      // Nothing arrived: make sure nobody died without the socket telling us.
+      for (size_t w = 0; w < workers_.size(); ++w) {
+        if (workers_[w]->check_exited()) fail_dead_worker(static_cast<int>(w));
+      }
+      continue;
+    }
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      if (fds[w].revents == 0) continue;
+      // Read everything already there, so one busy worker cannot starve the others.
+      do {
+        if (!receive_from(static_cast<int>(w), false)) fail_dead_worker(static_cast<int>(w));
+        pollfd again{workers_[w]->fd(), POLLIN, 0};
+        if (::poll(&again, 1, 0) <= 0 || !(again.revents & POLLIN)) break;
+      } while (true);
+    }
+  }
+}
+
+bool MultiprocessEngine::receive_from(int w, bool discard) {
+  std::optional<std::string> frame = recv_frame(workers_[w]->fd());
+  if (!frame) return false;
+  ByteReader r(*frame);
+  auto kind = r.get<uint8_t>();
+  auto id = r.get<uint64_t>();
+  auto& pend = pending_[w];
+  EMBER_INTERNAL_ASSERT(!pend.empty() && pend.front() == id, "DataLoader: worker ", w, " answered batch ", id,
+                        " out of order");
+  pend.pop_front();
+  --inflight_;
+  Slot slot;
+  slot.worker = w;
+  if (kind == kBatch) {
+    std::string name = r.get_string();
+    auto total = r.get<uint64_t>();
+    if (discard) {
+      if (!name.empty()) unlink_segment(name);
+      return true;
+    }
+    std::shared_ptr<ShmMapping> map;
+    if (total > 0) map = open_and_unlink_segment(name, total);
+    auto n = r.get<uint64_t>();
+    slot.batch.tensors.reserve(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      auto dtype = static_cast<DType>(r.get<int8_t>());
+      auto ndim = r.get<uint64_t>();
+      IntList sizes(ndim);
+      for (auto& s : sizes) s = r.get<int64_t>();
+      auto offset = r.get<uint64_t>();
+      int64_t numel = numel_of(sizes);
+      if (numel == 0) {
+        slot.batch.tensors.push_back(empty(sizes, TensorOptions(dtype)));
+      } else {
+        void* p = static_cast<char*>(map->data()) + offset;
+        slot.batch.tensors.push_back(from_blob(p, sizes, dtype, [m = map](void*) mutable { m.reset(); }));
+      }
+    }
+    slot.batch.meta = r.get_string();
+    slot.kind = SlotKind::kBatch;
+  } else if (kind == kError) {
+    slot.kind = SlotKind::kError;
+    slot.error_type = r.get<uint8_t>();
+    slot.message = r.get_string();
+  } else {
+    EMBER_INTERNAL_ASSERT(kind == kExhausted, "unknown DataLoader reply kind ", int(kind));
+    slot.kind = SlotKind::kExhausted;
+    if (options_.iterable) active_[w] = false;
+  }
+  if (!discard) reorder_.emplace(id, std::move(slot));
+  return true;
+}
+
+void MultiprocessEngine::fail_dead_worker(int w) {
+  auto& proc = *workers_[w];
+  // The socket closes a moment before the process can be reaped.
+  proc.wait_exit(kShutdownGraceMs);
+  std::string how = proc.status() ? WorkerProcess::describe_status(*proc.status())
+                                  : "closed its connection unexpectedly";
+  fail(worker_name(w) + " " + how, false);
+}
+
+void MultiprocessEngine::fail(const std::string& message, bool timeout) {
+  shutdown();
+  broken_ = message;
+  if (timeout) throw TimeoutError(message);
+  throw Error(message);
+}
+
+void MultiprocessEngine::end_epoch(bool keep_workers) {
+  if (!in_epoch_) {
+    if (!keep_workers) shutdown();
+    return;
+  }
+  in_epoch_ = false;
+  reorder_.clear();
+  if (!keep_workers || broken_) {
+    shutdown();
+    return;
+  }
+  // Drain what is in flight so the next epoch starts clean.
+  const int64_t deadline = now_ms() + (options_.timeout_ms > 0 ? options_.timeout_ms : kDrainTimeoutMs);
+  try {
+    while (inflight_ > 0) {
+      std::vector<pollfd> fds(workers_.size());
+      for (size_t w = 0; w < workers_.size(); ++w) fds[w] = pollfd{workers_[w]->fd(), POLLIN, 0};
+      int64_t left = deadline - now_ms();
+      if (left <= 0) throw TimeoutError("DataLoader: timed out draining batches in flight");
+      int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, kPollSliceMs)));
+      if (r < 0 && errno != EINTR) throw Error("DataLoader: poll failed");
+      for (size_t w = 0; r > 0 && w < workers_.size(); ++w) {
+        if (fds[w].revents != 0 && !receive_from(static_cast<int>(w), true)) throw Error("worker died");
+      }
+    }
+  } catch (...) {
+    shutdown();
+  }
+}
+
+void MultiprocessEngine::shutdown() noexcept {
+  in_epoch_ = false;
+  reorder_.clear();
+  if (workers_.empty()) return;
+  for (auto& w : workers_) w->close_socket();
+  // One grace period for all workers together, then SIGKILL whoever is left.
+  const int64_t deadline = now_ms() + kShutdownGraceMs;
+  for (auto& w : workers_) {
+    int64_t left = deadline - now_ms();
+    w->wait_exit(static_cast<int>(std::max<int64_t>(left, 0)));
+  }
+  for (auto& w : workers_) w->terminate(0);
+  workers_.clear();
+  pending_.clear();
+  inflight_ = 0;
+  unlink_segments_with_prefix(segment_prefix());
+}
+
+}  // namespace ember::data::detail

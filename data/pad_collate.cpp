@@ -1,0 +1,44 @@
+#include "data/pad_collate.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+
+namespace ember::data {
+
+std::pair<Tensor, Tensor> PadCollate::operator()(const std::vector<Tensor>& samples) const {
+  EMBER_CHECK_T(ValueError, !samples.empty(), "PadCollate: empty batch");
+  const DType dtype = samples[0].dtype();
+  const int64_t B = static_cast<int64_t>(samples.size());
+  Tensor lengths = empty({B}, TensorOptions(kInt64));
+  int64_t* len = lengths.data_ptr<int64_t>();
+  int64_t T = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const Tensor& s = samples[b];
+    EMBER_CHECK_T(ValueError, s.dim() == 1, "PadCollate: expected 1-D sequences, sample ", b, " has shape ",
+                  s.sizes());
+    EMBER_CHECK_T(ValueError, s.dtype() == dtype, "PadCollate: sample 0 is ", dtype, " but sample ", b, " is ",
+                  s.dtype());
+    EMBER_CHECK_T(ValueError, s.device().is_cpu(), "PadCollate: sample ", b, " is on ", s.device(),
+                  ", expected cpu");
+    len[b] = s.size(0);
+    T = std::max(T, len[b]);
+  }
+  Tensor padded = full(batch_first_ ? IntList{B, T} : IntList{T, B}, padding_value_, TensorOptions(dtype));
+  const size_t es = element_size(dtype);
+  char* out = static_cast<char*>(padded.raw_data());
+  for (int64_t b = 0; b < B; ++b) {
+    Tensor s = samples[b].is_contiguous() ? samples[b] : native::contiguous(samples[b]);
+    const char* src = static_cast<const char*>(s.raw_data());
+    if (batch_first_) {
+      std::memcpy(out + static_cast<size_t>(b * T) * es, src, static_cast<size_t>(len[b]) * es);
+    } else {
+      for (int64_t t = 0; t < len[b]; ++t) std::memcpy(out + static_cast<size_t>(t * B + b) * es, src + t * es, es);
+    }
+  }
+  return {std::move(padded), std::move(lengths)};
+}
+
+}  // namespace ember::data

@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,10 @@
 //    one uncontended lock, a lower_bound, a few set node moves.
 //  * DataPtr. The context pointer is the Block; the deleter locks block->owner and returns
 //    the block to its pool.
+//  * fork(). pthread_atfork handlers take the creation mutex and every allocator's mutex
+//    before fork and release them in both parent and child (as glibc's malloc does), so a
+//    child forked while another thread was inside the allocator (DataLoader workers) does
+//    not inherit a locked mutex. The child keeps the parent's cache and statistics.
 
 namespace ember {
 namespace {
@@ -395,6 +400,10 @@ class DeviceCachingAllocator final : public Allocator {
     release_cached_segments();
   }
 
+  // fork() support; see Note [Caching allocator].
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
+
   void set_limit(int64_t num_bytes) {
     std::lock_guard<std::mutex> guard(mutex_);
     limit_ = num_bytes;
@@ -568,29 +577,20 @@ std::string DeviceCachingAllocator::summary() {
     std::string t = text.substr(0, kWidth);
     os << "|" << t << std::string(kWidth - t.size(), ' ') << "|\n";
   };
-  auto cell = [](const std::string& v) {
-    std::ostringstream c;
-    c << std::setw(11) << v << " |";
-    return c.str();
-  };
-  auto bytes_row = [&](const char* name, const Stat& st) {
+  // " name (22) |" then four 11-wide right-aligned cells separated by " | ".
+  auto row = [&](const std::string& name, const std::vector<std::string>& cells) {
     std::ostringstream r;
-    r << " " << std::left << std::setw(22) << name << std::right << "|"
-      << cell(format_size(static_cast<uint64_t>(st.current))) << cell(format_size(static_cast<uint64_t>(st.peak)))
-      << cell(format_size(static_cast<uint64_t>(st.total_allocated)))
-      << cell(format_size(static_cast<uint64_t>(st.total_freed)));
-    std::string t = r.str();
-    t.pop_back();  // the table's own right border closes the row
-    line(t);
+    r << " " << std::left << std::setw(22) << name << std::right;
+    for (const std::string& c : cells) r << "| " << std::setw(10) << c << " ";
+    line(r.str());
+  };
+  auto bytes = [](int64_t n) { return format_size(static_cast<uint64_t>(std::max<int64_t>(0, n))); };
+  auto bytes_row = [&](const char* name, const Stat& st) {
+    row(name, {bytes(st.current), bytes(st.peak), bytes(st.total_allocated), bytes(st.total_freed)});
   };
   auto count_row = [&](const char* name, const Stat& st) {
-    std::ostringstream r;
-    r << " " << std::left << std::setw(22) << name << std::right << "|" << cell(std::to_string(st.current))
-      << cell(std::to_string(st.peak)) << cell(std::to_string(st.total_allocated))
-      << cell(std::to_string(st.total_freed));
-    std::string t = r.str();
-    t.pop_back();
-    line(t);
+    row(name, {std::to_string(st.current), std::to_string(st.peak), std::to_string(st.total_allocated),
+               std::to_string(st.total_freed)});
   };
   os << rule_eq;
   line("                  ember memory summary, device " + device_name(device_));
@@ -598,13 +598,12 @@ std::string DeviceCachingAllocator::summary() {
   line("  OOMs: " + std::to_string(s.num_ooms) + "    alloc retries: " + std::to_string(s.num_alloc_retries) +
        "    limit: " + (limit > 0 ? format_size(static_cast<uint64_t>(limit)) : std::string("none")));
   os << rule_eq;
-  line("        Metric          |  Cur Usage | Peak Usage |  Tot Alloc |  Tot Freed");
+  row("Metric", {"Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"});
   os << rule;
   bytes_row("Allocated memory", s.allocated_bytes);
   bytes_row("Active memory", s.active_bytes);
   bytes_row("Reserved memory", s.reserved_bytes);
-  bytes_row("Cached (unallocated)",
-            Stat{s.reserved_bytes.current - s.allocated_bytes.current, 0, 0, 0});
+  row("Reserved, unallocated", {bytes(s.reserved_bytes.current - s.allocated_bytes.current), "", "", ""});
   os << rule;
   count_row("Allocations", s.allocations);
   count_row("Segments (system)", s.segments);
@@ -615,6 +614,17 @@ std::string DeviceCachingAllocator::summary() {
 // ---- the per-device table ----------------------------------------------------------------
 std::array<std::atomic<DeviceCachingAllocator*>, kNumSlots> g_allocators{};
 std::mutex g_create_mutex;  // serializes allocator creation
+
+void prepare_fork() {
+  g_create_mutex.lock();
+  for (auto& slot : g_allocators)
+    if (DeviceCachingAllocator* a = slot.load(std::memory_order_acquire)) a->lock_for_fork();
+}
+void after_fork() {
+  for (auto it = g_allocators.rbegin(); it != g_allocators.rend(); ++it)
+    if (DeviceCachingAllocator* a = it->load(std::memory_order_acquire)) a->unlock_after_fork();
+  g_create_mutex.unlock();
+}
 
 DeviceCachingAllocator* allocator_for(Device device) {
   EMBER_CHECK(device.index >= 0 && device.index < kMaxDevicesPerType, "allocator: device index ",
@@ -637,6 +647,12 @@ DeviceCachingAllocator* allocator_for(Device device) {
                 " CUDA device(s) are visible");
   }
   const int64_t limit = limit_from_env(device);  // throws ValueError on bad syntax
+  static const bool atfork_registered = [] {
+    EMBER_CHECK(pthread_atfork(&prepare_fork, &after_fork, &after_fork) == 0,
+                "allocator: pthread_atfork failed");
+    return true;
+  }();
+  (void)atfork_registered;
   // Never deleted: see Note [Caching allocator].
   auto* a = new DeviceCachingAllocator(device, backend.backend, limit);
   g_allocators[slot].store(a, std::memory_order_release);

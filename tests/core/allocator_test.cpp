@@ -4,6 +4,8 @@
 #include "core/allocator.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -376,6 +378,33 @@ TEST(Allocator, ConcurrentAllocFreeIsConsistent) {  // cpu:22, cpu:23 (two devic
     EXPECT_EQ(memory_stats(d).num_segments, 0);
   }
   EXPECT_GT(total_allocs, kThreads * kIters / 3);
+}
+
+TEST(Allocator, ForkWhileOtherThreadAllocatesDoesNotDeadlockChild) {  // cpu:29
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    while (!stop) alloc(29, 4096).reset();
+  });
+  int bad_children = 0;
+  for (int i = 0; i < 200; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(5);  // a deadlocked child dies of SIGALRM instead of hanging the test
+      DataPtr p = alloc(29, 4096);
+      p.reset();
+      _exit(memory_stats(Device::cpu(29)).allocated_bytes >= 0 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      ++bad_children;
+      break;
+    }
+  }
+  stop = true;
+  busy.join();
+  EXPECT_EQ(bad_children, 0);
 }
 
 TEST(Allocator, StreamAwareReuse) {  // cpu:24

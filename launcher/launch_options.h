@@ -1,0 +1,42 @@
+// LaunchOptions: ember-run's command line, parsed by hand (no dependencies). Parsing stops
+// at the first argument that is not an option (the program) or after "--"; everything from
+// there on belongs to the program. Flags accept "--flag value" and "--flag=value", with
+// dashes or torchrun's underscores (--nproc_per_node).
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ember::launcher {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: pick a free one (single node only)
+  int max_restarts = 0;
+  std::string log_dir;  // empty: no log files
+  int64_t monitor_interval_ms = 100;
+  int64_t stop_timeout_ms = 5000;  // SIGTERM to SIGKILL grace when stopping workers
+  bool help = false;
+  std::string program;
+  std::vector<std::string> program_args;
+
+  int world_size() const { return nproc_per_node * nnodes; }
+};
+
+/// A command-line mistake; main() prints it with the usage and exits with code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Parses argv[1..argc) (argv[0] is ember-run itself). Throws UsageError.
+LaunchOptions parse_launch_options(int argc, const char* const* argv);
+
+/// The one-paragraph usage text printed by --help and after a UsageError.
+std::string usage_text();
+
+}  // namespace ember::launcher

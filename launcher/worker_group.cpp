@@ -1,0 +1,397 @@
+#include "launcher/worker_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+extern char** environ;
+
+namespace ember::launcher {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Environment variables ember-run owns; inherited values are replaced.
+const char* const kOwnedVars[] = {
+    "RANK",          "WORLD_SIZE",        "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",    "GROUP_WORLD_SIZE",  "ROLE_RANK",   "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",   "MASTER_PORT",       "EMBER_STORE_TOKEN",
+    "TORCHELASTIC_RESTART_COUNT",         "EMBER_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS",          "EMBER_MAX_RESTARTS",
+};
+
+bool is_owned(const char* entry) {
+  for (const char* name : kOwnedVars) {
+    const size_t n = std::strlen(name);
+    if (std::strncmp(entry, name, n) == 0 && entry[n] == '=') return true;
+  }
+  return false;
+}
+
+std::string signal_name(int signo) {
+  const char* abbrev = ::sigabbrev_np(signo);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string resolve_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    if (!is_executable_file(program))
+      throw LaunchError("cannot execute '" + program + "': " +
+                        (::access(program.c_str(), F_OK) == 0 ? "not an executable file"
+                                                              : "no such file"));
+    return program;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    if (is_executable_file(candidate)) return candidate;
+    start = end + 1;
+  }
+  throw LaunchError("cannot execute '" + program + "': not found on PATH");
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+}  // namespace
+
+std::string WorkerExit::describe() const {
+  std::string s = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
+  if (signaled) return s + " was killed by signal " + std::to_string(signal) + " (" + signal_name(signal) + ")";
+  return s + " exited with code " + std::to_string(exit_code);
+}
+
+struct WorkerGroup::Worker {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int out_fd = -1;  // read ends of the worker's stdout/stderr pipes; -1 once at EOF
+  int err_fd = -1;
+  int log_fd = -1;
+  std::unique_ptr<LinePrefixer> out;
+  std::unique_ptr<LinePrefixer> err;
+  WorkerExit exit;
+  bool exited = false;
+};
+
+WorkerGroup::WorkerGroup(const LaunchOptions& options, SignalWatcher& signals)
+    : options_(options), signals_(signals), program_path_(resolve_program(options.program)) {}
+
+WorkerGroup::~WorkerGroup() {
+  if (any_live()) {
+    signal_live(SIGKILL);
+    for (auto& w : workers_)
+      if (w->running) {
+        int status;
+        while (::waitpid(w->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        w->running = false;
+      }
+  }
+  for (auto& w : workers_) {
+    close_fd(w->out_fd);
+    close_fd(w->err_fd);
+    close_fd(w->log_fd);
+  }
+}
+
+std::vector<std::string> WorkerGroup::worker_environment(const Worker& w, const GroupEnv& env) const {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e)
+    if (!is_owned(*e)) out.emplace_back(*e);
+  auto put = [&](const char* name, const std::string& value) { out.push_back(std::string(name) + "=" + value); };
+  const std::string world = std::to_string(options_.world_size());
+  const std::string local_world = std::to_string(options_.nproc_per_node);
+  put("RANK", std::to_string(w.rank));
+  put("WORLD_SIZE", world);
+  put("LOCAL_RANK", std::to_string(w.local_rank));
+  put("LOCAL_WORLD_SIZE", local_world);
+  put("GROUP_RANK", std::to_string(options_.node_rank));
+  put("GROUP_WORLD_SIZE", std::to_string(options_.nnodes));
+  put("ROLE_RANK", std::to_string(w.rank));
+  put("ROLE_WORLD_SIZE", world);
+  put("MASTER_ADDR", env.master_addr);
+  put("MASTER_PORT", std::to_string(env.master_port));
+  put("EMBER_STORE_TOKEN", env.token);
+  put("TORCHELASTIC_RESTART_COUNT", std::to_string(env.restart_count));
+  put("EMBER_RESTART_COUNT", std::to_string(env.restart_count));
+  put("TORCHELASTIC_MAX_RESTARTS", std::to_string(options_.max_restarts));
+  put("EMBER_MAX_RESTARTS", std::to_string(options_.max_restarts));
+  return out;
+}
+
+void WorkerGroup::start(const GroupEnv& env) {
+  for (auto& w : workers_) {
+    close_fd(w->out_fd);
+    close_fd(w->err_fd);
+    close_fd(w->log_fd);
+  }
+  workers_.clear();
+  interrupted_by_ = 0;
+  for (int lr = 0; lr < options_.nproc_per_node; ++lr) {
+    auto w = std::make_unique<Worker>();
+    w->local_rank = lr;
+    w->rank = options_.node_rank * options_.nproc_per_node + lr;
+    if (!options_.log_dir.empty()) {
+      const std::string path = options_.log_dir + "/rank_" + std::to_string(w->rank) + ".log";
+      const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (env.restart_count == 0 ? O_TRUNC : 0);
+      w->log_fd = ::open(path.c_str(), flags, 0644);
+      if (w->log_fd < 0) throw LaunchError("cannot open log file '" + path + "': " + std::strerror(errno));
+      if (env.restart_count > 0) {
+        const std::string banner = "--- ember-run: restart " + std::to_string(env.restart_count) + " ---\n";
+        write_all(w->log_fd, banner.data(), banner.size());
+      }
+    }
+    const std::string prefix = "[rank " + std::to_string(w->rank) + "]: ";
+    w->out = std::make_unique<LinePrefixer>(prefix, STDOUT_FILENO, w->log_fd);
+    w->err = std::make_unique<LinePrefixer>(prefix, STDERR_FILENO, w->log_fd);
+    workers_.push_back(std::move(w));
+    try {
+      spawn(*workers_.back(), env);
+    } catch (...) {
+      stop(SIGKILL);
+      throw;
+    }
+  }
+}
+
+void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
+  // Everything the child needs is prepared here: after fork() in a process with other
+  // threads (the store server) only async-signal-safe calls are allowed.
+  std::vector<std::string> env_strings = worker_environment(w, env);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> arg_strings{options_.program};
+  arg_strings.insert(arg_strings.end(), options_.program_args.begin(), options_.program_args.end());
+  std::vector<char*> argv;
+  for (auto& s : arg_strings) argv.push_back(s.data());
+  argv.push_back(nullptr);
+
+  int out_pipe[2], err_pipe[2], status_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(status_pipe, O_CLOEXEC) != 0)
+    throw LaunchError(std::string("cannot create pipes: ") + std::strerror(errno));
+  const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+  const sigset_t child_mask = signals_.original_mask();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw LaunchError(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Child. Its own process group, so stop() reaches the worker's children as well.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive ember-run
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(dev_null >= 0 ? dev_null : STDIN_FILENO, STDIN_FILENO);
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    const int status_fd = status_pipe[1];
+    // Drop every other descriptor ember-run holds (store sockets, other workers' pipes),
+    // except the close-on-exec status pipe, which reports an exec failure.
+    if (status_fd > 3) ::close_range(3, static_cast<unsigned>(status_fd - 1), 0);
+    ::close_range(static_cast<unsigned>(status_fd + 1), ~0u, 0);
+    for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);  // SIGPIPE was ignored
+    ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+    ::execve(program_path_.c_str(), argv.data(), envp.data());
+    const int err = errno;
+    ssize_t ignored = ::write(status_fd, &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, so signals sent right away find the group
+  if (dev_null >= 0) ::close(dev_null);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::close(status_pipe[1]);
+  w.pid = pid;
+  w.running = true;
+  w.out_fd = out_pipe[0];
+  w.err_fd = err_pipe[0];
+  set_nonblocking(w.out_fd);
+  set_nonblocking(w.err_fd);
+  int child_errno = 0;
+  ssize_t n;
+  do {
+    n = ::read(status_pipe[0], &child_errno, sizeof child_errno);
+  } while (n < 0 && errno == EINTR);
+  ::close(status_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof child_errno))
+    throw LaunchError("cannot execute '" + program_path_ + "': " + std::strerror(child_errno));
+}
+
+bool WorkerGroup::any_live() const {
+  for (const auto& w : workers_)
+    if (w->running) return true;
+  return false;
+}
+
+void WorkerGroup::signal_live(int signo) {
+  for (auto& w : workers_)
+    if (w->running) ::kill(-w->pid, signo);
+}
+
+void WorkerGroup::pump(Worker& w, int& fd, LinePrefixer& sink) {
+  char buf[65536];
+  while (fd >= 0) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      sink.feed(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    sink.finish();  // EOF (or a broken pipe): flush the last partial line
+    close_fd(fd);
+  }
+}
+
+void WorkerGroup::reap() {
+  for (auto& w : workers_) {
+    if (!w->running) continue;
+    int status = 0;
+    pid_t r = ::waitpid(w->pid, &status, WNOHANG);
+    if (r != w->pid) continue;
+    w->running = false;
+    w->exited = true;
+    w->exit.rank = w->rank;
+    w->exit.local_rank = w->local_rank;
+    w->exit.pid = w->pid;
+    if (WIFSIGNALED(status)) {
+      w->exit.signaled = true;
+      w->exit.signal = WTERMSIG(status);
+    } else {
+      w->exit.exit_code = WEXITSTATUS(status);
+    }
+    // Whatever it wrote before dying is in the pipe already: print it before we report.
+    pump(*w, w->out_fd, *w->out);
+    pump(*w, w->err_fd, *w->err);
+  }
+}
+
+int WorkerGroup::wait_round(int64_t timeout_ms) {
+  std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+  for (auto& w : workers_) {
+    if (w->out_fd >= 0) fds.push_back({w->out_fd, POLLIN, 0});
+    if (w->err_fd >= 0) fds.push_back({w->err_fd, POLLIN, 0});
+  }
+  ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
+  int forwarded = 0;
+  for (int s; (s = signals_.next()) != 0;)
+    if (SignalWatcher::is_forwarded(s) && !forwarded) forwarded = s;
+  for (auto& w : workers_) {
+    pump(*w, w->out_fd, *w->out);
+    pump(*w, w->err_fd, *w->err);
+  }
+  reap();
+  return forwarded;
+}
+
+GroupResult WorkerGroup::monitor() {
+  GroupResult result;
+  while (true) {
+    if (int s = wait_round(options_.monitor_interval_ms)) {
+      interrupted_by_ = s;
+      signal_live(s);
+      result.outcome = GroupResult::kInterrupted;
+      result.signal = s;
+      return result;
+    }
+    for (auto& w : workers_) {
+      if (w->exited && (w->exit.signaled || w->exit.exit_code != 0)) {
+        result.outcome = GroupResult::kWorkerFailed;
+        result.failure = w->exit;
+        return result;
+      }
+    }
+    if (!any_live()) {
+      drain_pipes(1000);
+      result.outcome = GroupResult::kSucceeded;
+      return result;
+    }
+  }
+}
+
+void WorkerGroup::stop(int first_signal) {
+  if (first_signal) signal_live(first_signal);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.stop_timeout_ms);
+  bool killed = first_signal == SIGKILL;
+  auto killed_at = Clock::now();
+  while (any_live()) {
+    const auto now = Clock::now();
+    if (!killed && now >= deadline) {
+      signal_live(SIGKILL);
+      killed = true;
+      killed_at = now;
+    }
+    // Only a process stuck in the kernel survives SIGKILL this long; do not wait forever.
+    if (killed && now - killed_at > std::chrono::seconds(10)) break;
+    const int64_t left = killed ? options_.monitor_interval_ms
+                                : std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    if (int s = wait_round(std::min<int64_t>(left, options_.monitor_interval_ms))) {
+      interrupted_by_ = s;
+      if (!killed) {  // asked again while stopping: no more grace
+        signal_live(SIGKILL);
+        killed = true;
+        killed_at = Clock::now();
+      }
+    }
+  }
+  // Grandchildren a worker left behind share its process group: take them down too.
+  for (auto& w : workers_) ::kill(-w->pid, SIGKILL);
+  drain_pipes(500);
+}
+
+void WorkerGroup::drain_pipes(int64_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto open_pipes = [&] {
+    for (auto& w : workers_)
+      if (w->out_fd >= 0 || w->err_fd >= 0) return true;
+    return false;
+  };
+  while (open_pipes() && Clock::now() < deadline) {
+    std::vector<pollfd> fds;
+    for (auto& w : workers_) {
+      if (w->out_fd >= 0) fds.push_back({w->out_fd, POLLIN, 0});
+      if (w->err_fd >= 0) fds.push_back({w->err_fd, POLLIN, 0});
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(left, 1)));
+    for (auto& w : workers_) {
+      pump(*w, w->out_fd, *w->out);
+      pump(*w, w->err_fd, *w->err);
+    }
+  }
+  // A descendant still holds a pipe open: flush what we have and let go.
+  for (auto& w : workers_) {
+    w->out->finish();
+    w->err->finish();
+    close_fd(w->out_fd);
+    close_fd(w->err_fd);
+  }
+}
+
+}  // namespace ember::launcher

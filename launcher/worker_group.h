@@ -1,0 +1,96 @@
+// WorkerGroup: this node's workers for one attempt. start() forks and execs one process
+// per local rank with the torchrun environment, each in its own process group with its
+// stdout/stderr on pipes; monitor() pumps their output through LinePrefixers and waits
+// (signalfd + poll, no busy loop) until all succeed, one fails, or ember-run is signalled;
+// stop() brings the rest down (a signal, then SIGKILL after the grace period) and reaps
+// them. Used from main()'s thread only.
+#pragma once
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/launch_options.h"
+#include "launcher/line_prefixer.h"
+#include "launcher/signal_watcher.h"
+
+namespace ember::launcher {
+
+/// What this attempt's workers get besides their ranks.
+struct GroupEnv {
+  std::string master_addr;
+  int master_port = 0;
+  std::string token;
+  int restart_count = 0;
+};
+
+/// How one worker ended.
+struct WorkerExit {
+  int rank = -1;
+  int local_rank = -1;
+  pid_t pid = -1;
+  bool signaled = false;
+  int exit_code = 0;  // when !signaled
+  int signal = 0;     // when signaled
+
+  /// ember-run's exit code for this failure: the code, or 128 + signal.
+  int launcher_exit_code() const { return signaled ? 128 + signal : exit_code; }
+  /// "rank 1 (pid 1234) exited with code 3" / "... was killed by signal 9 (SIGKILL)".
+  std::string describe() const;
+};
+
+struct GroupResult {
+  enum Outcome { kSucceeded, kWorkerFailed, kInterrupted } outcome = kSucceeded;
+  WorkerExit failure;  // kWorkerFailed: the first worker seen failing
+  int signal = 0;      // kInterrupted: the signal ember-run received and forwarded
+};
+
+/// The program could not be started (not found, not executable).
+class LaunchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class WorkerGroup {
+ public:
+  /// Resolves the program on PATH. Throws LaunchError when it is not found.
+  WorkerGroup(const LaunchOptions& options, SignalWatcher& signals);
+  /// Kills and reaps whatever is still running.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  /// Starts every local worker. Throws LaunchError (after stopping any already started)
+  /// when exec fails.
+  void start(const GroupEnv& env);
+  GroupResult monitor();
+  /// Sends first_signal (0: none, e.g. it was already forwarded) to every live worker,
+  /// SIGKILL after options.stop_timeout_ms, reaps all and flushes their output. A
+  /// forwarded signal arriving meanwhile escalates to SIGKILL at once and is remembered
+  /// in interrupted_by().
+  void stop(int first_signal);
+  /// The forwarded signal ember-run received during the last monitor()/stop(), or 0.
+  int interrupted_by() const { return interrupted_by_; }
+
+ private:
+  struct Worker;
+  void spawn(Worker& w, const GroupEnv& env);
+  std::vector<std::string> worker_environment(const Worker& w, const GroupEnv& env) const;
+  // One round of waiting: poll the pipes and the signal fd up to timeout_ms, pump output,
+  // reap exited workers. Returns a forwarded signal received (0 if none).
+  int wait_round(int64_t timeout_ms);
+  void pump(Worker& w, int& fd, LinePrefixer& sink);
+  void reap();
+  void drain_pipes(int64_t timeout_ms);
+  void signal_live(int signo);
+  bool any_live() const;
+
+  const LaunchOptions& options_;
+  SignalWatcher& signals_;
+  std::string program_path_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  int interrupted_by_ = 0;
+};
+
+}  // namespace ember::launcher

@@ -1,0 +1,146 @@
+// ember-bench-core: figures for ember_core, one `name value unit` line each, medians of
+// several repetitions. The allocator fast path against malloc, memory bandwidth (memcpy),
+// OpenBLAS sgemm against ember's mm on the same data, and the element-wise add kernel against
+// memcpy on one thread. Timings are reported, never asserted (STYLE.md section 7).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Keeps the compiler from discarding a value.
+template <typename T>
+inline void do_not_optimize(const T& value) {
+  asm volatile("" : : "r,m"(value) : "memory");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median over `reps` of the seconds one call of f takes, after `warmup` untimed calls.
+double median_seconds(int reps, int warmup, const std::function<void()>& f) {
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<double> t;
+  t.reserve(static_cast<size_t>(reps));
+  for (int i = 0; i < reps; ++i) {
+    const auto start = Clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return median(t);
+}
+
+void report(const char* name, double value, const char* unit) { std::printf("%s %.3f %s\n", name, value, unit); }
+
+constexpr size_t kOneMiB = size_t{1} << 20;
+
+double alloc_free_cached_ns() {
+  ember::Allocator* allocator = ember::get_allocator(ember::Device::cpu(0));
+  // Short rounds, many of them: the median is a round the scheduler did not interrupt
+  // (the build machines are shared), which is the figure we want for the fast path.
+  constexpr int kInner = 1000;
+  const double s = median_seconds(2001, 50, [&] {
+    for (int i = 0; i < kInner; ++i) {
+      ember::DataPtr p = allocator->allocate(kOneMiB);
+      do_not_optimize(p.get());
+    }
+  });
+  return s / kInner * 1e9;
+}
+
+double malloc_free_1mb_ns() {
+  constexpr int kInner = 1000;
+  const double s = median_seconds(2001, 50, [&] {
+    for (int i = 0; i < kInner; ++i) {
+      void* p = std::malloc(kOneMiB);
+      do_not_optimize(p);
+      std::free(p);
+    }
+  });
+  return s / kInner * 1e9;
+}
+
+double memcpy_64mb_gbps() {
+  const size_t n = 64 * kOneMiB;
+  std::vector<char> src(n, 1), dst(n, 0);
+  const double s = median_seconds(11, 2, [&] {
+    std::memcpy(dst.data(), src.data(), n);
+    do_not_optimize(dst[n / 2]);
+  });
+  return 2.0 * static_cast<double>(n) / s / 1e9;  // bytes read + written
+}
+
+void fill(float* p, int64_t n, uint32_t seed) {
+  uint32_t x = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p[i] = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) - 0.5f;
+  }
+}
+
+}  // namespace
+
+int main() {
+  const double alloc_ns = alloc_free_cached_ns();
+  report("alloc_free_cached_ns", alloc_ns, "ns");
+  report("malloc_free_1mb_ns", malloc_free_1mb_ns(), "ns");
+  const double memcpy_gbps = memcpy_64mb_gbps();
+  report("memcpy_64mb_gbps", memcpy_gbps, "GB/s");
+
+  // sgemm: OpenBLAS directly, then ember's mm, on the same 1024x1024 operands.
+  constexpr int64_t n = 1024;
+  const double flops = 2.0 * n * n * n;
+  ember::Tensor a = ember::empty({n, n});
+  ember::Tensor b = ember::empty({n, n});
+  ember::Tensor c = ember::empty({n, n});
+  fill(a.data_ptr<float>(), n * n, 1);
+  fill(b.data_ptr<float>(), n * n, 2);
+  const double blas_s = median_seconds(9, 2, [&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n,
+                b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+    do_not_optimize(c.data_ptr<float>()[0]);
+  });
+  const double blas_gflops = flops / blas_s / 1e9;
+  report("openblas_sgemm_1024_gflops", blas_gflops, "GFLOP/s");
+  const double ember_s = median_seconds(9, 2, [&] {
+    ember::Tensor out = ember::native::mm(a, b);
+    do_not_optimize(out.raw_data());
+  });
+  const double ember_gflops = flops / ember_s / 1e9;
+  report("sgemm_1024_gflops", ember_gflops, "GFLOP/s");
+  report("sgemm_ratio_vs_openblas", ember_gflops / blas_gflops, "x");
+
+  // add: 16M floats, a + b -> c on one thread; 3 * 4 bytes per element move.
+  ember::set_num_threads(1);
+  constexpr int64_t m = int64_t{16} << 20;
+  ember::Tensor x = ember::empty({m});
+  ember::Tensor y = ember::empty({m});
+  fill(x.data_ptr<float>(), m, 3);
+  fill(y.data_ptr<float>(), m, 4);
+  const double add_s = median_seconds(11, 2, [&] {
+    ember::Tensor z = ember::native::add(x, y);
+    do_not_optimize(z.raw_data());
+  });
+  const double add_gbps = 3.0 * 4.0 * static_cast<double>(m) / add_s / 1e9;
+  report("add_f32_16m_gbps", add_gbps, "GB/s");
+  report("add_vs_memcpy_ratio", add_gbps / memcpy_gbps, "x");
+  return 0;
+}

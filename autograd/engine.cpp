@@ -1,0 +1,356 @@
+#include "autograd/engine.h"
+
+#include <pthread.h>
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+
+// Note [Engine threads]
+// Every device has one worker thread with a ready queue, started on first use. A node runs on
+// the worker of node->device() (the device of its forward outputs, i.e. of the gradient it
+// receives). Each backward call is a GraphTask: dependency counts and input buffers live there,
+// guarded by its mutex; `outstanding` counts queued + running nodes, and the caller sleeps until
+// it reaches zero. Within one queue, nodes with a higher sequence number (created later in
+// forward) run first. A backward started on a worker thread (reentrant, e.g. from a custom
+// Function's backward) runs its GraphTask inline on that thread so it cannot deadlock waiting
+// for itself. After fork() the child starts with no workers and creates them again on demand.
+
+namespace ember::autograd {
+namespace {
+
+struct GraphTask {
+  std::mutex mu;
+  std::unordered_map<Node*, int> deps;             // guarded by mu
+  std::unordered_map<Node*, TensorList> buffers;   // guarded by mu
+  int outstanding = 0;                             // guarded by mu
+  std::exception_ptr error;                        // guarded by mu
+  std::condition_variable done_cv;
+  bool keep_graph = false;
+  bool inline_mode = false;
+  std::deque<struct NodeTask>* inline_queue = nullptr;
+  // grad(): edges whose incoming gradient is captured, by (node, input_nr)
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture;
+  TensorList* captured = nullptr;
+  bool run_accumulate = true;
+};
+
+struct NodeTask {
+  std::shared_ptr<GraphTask> task;
+  std::shared_ptr<Node> node;
+  TensorList inputs;
+};
+
+struct TaskOrder {
+  bool operator()(const NodeTask& a, const NodeTask& b) const {
+    return a.node->sequence_nr() < b.node->sequence_nr();
+  }
+};
+
+struct ReadyQueue {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::priority_queue<NodeTask, std::vector<NodeTask>, TaskOrder> q;  // guarded by mu
+};
+
+thread_local bool t_is_worker = false;
+
+void run_task(NodeTask&& t);
+
+class Workers {
+ public:
+  static Workers& get() {
+    static Workers* w = [] {
+      auto* p = new Workers();  // leaked: threads outlive static destruction safely
+      pthread_atfork(nullptr, nullptr, [] { Workers::get().reset_after_fork(); });
+      return p;
+    }();
+    return *w;
+  }
+
+  void push(Device d, NodeTask&& t) {
+    ReadyQueue* q = queue_for(d);
+    {
+      std::lock_guard<std::mutex> lk(q->mu);
+      q->q.push(std::move(t));
+    }
+    q->cv.notify_one();
+  }
+
+ private:
+  ReadyQueue* queue_for(Device d) {
+    int idx = d.flat_index();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!queues_[idx]) {
+      queues_[idx] = new ReadyQueue();
+      ReadyQueue* q = queues_[idx];
+      std::thread([q] { worker_loop(q); }).detach();
+    }
+    return queues_[idx];
+  }
+
+  static void worker_loop(ReadyQueue* q) {
+    t_is_worker = true;
+    GradMode::set_enabled(false);
+    for (;;) {
+      NodeTask t;
+      {
+        std::unique_lock<std::mutex> lk(q->mu);
+        q->cv.wait(lk, [&] { return !q->q.empty(); });
+        t = std::move(const_cast<NodeTask&>(q->q.top()));
+        q->q.pop();
+      }
+      run_task(std::move(t));
+    }
+  }
+
+  void reset_after_fork() {
+    // The parent's workers do not exist in the child: forget their queues (leaked on purpose).
+    new (&mu_) std::mutex();
+    for (auto& q : queues_) q = nullptr;
+  }
+
+  std::mutex mu_;
+  ReadyQueue* queues_[2 * kMaxDevicesPerType] = {};  // guarded by mu_
+};
+
+void schedule(const std::shared_ptr<GraphTask>& task, NodeTask&& t) {
+  // Caller holds task->mu.
+  ++task->outstanding;
+  if (task->inline_mode) {
+    task->inline_queue->push_back(std::move(t));
+  } else {
+    Device d = t.node->device();
+    Workers::get().push(d, std::move(t));
+  }
+}
+
+void accumulate_into(TensorList& buf, size_t i, Tensor&& g) {
+  if (!g.defined()) return;
+  if (!buf[i].defined()) {
+    buf[i] = std::move(g);
+  } else {
+    buf[i] = native::add(buf[i], g);
+  }
+}
+
+void check_anomaly(Node& node, const TensorList& outs) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& g = outs[i];
+    if (!g.defined() || !g.is_floating_point()) continue;
+    if (native::any(native::isnan(g)).item() != 0) {
+      EMBER_THROW(Error, "Function '", node.name(), "' returned nan values in its ", i, "th output. It was created by ",
+                  node.forward_context().empty() ? std::string("an op recorded before anomaly mode was enabled")
+                                                 : node.forward_context());
+    }
+  }
+}
+
+void run_task(NodeTask&& t) {
+  auto task = t.task;
+  Node& node = *t.node;
+  {
+    std::lock_guard<std::mutex> lk(task->mu);
+    if (task->error) {
+      if (--task->outstanding == 0) task->done_cv.notify_all();
+      return;
+    }
+  }
+  try {
+    TensorList& inputs = t.inputs;
+    // Hooks and retain_grad of the forward outputs this node produced.
+    const auto& outs = node.outputs();
+    for (size_t i = 0; i < outs.size() && i < inputs.size(); ++i) {
+      auto impl = outs[i].lock();
+      if (!impl || !impl->autograd || !inputs[i].defined()) continue;
+      AutogradMeta& m = *impl->autograd;
+      for (auto& [id, hook] : m.hooks) {
+        Tensor r = hook(inputs[i]);
+        if (r.defined()) inputs[i] = r;
+      }
+      if (m.retains_grad) {
+        if (!m.grad) m.grad = std::make_unique<Tensor>();
+        *m.grad = m.grad->defined() ? native::add(*m.grad, inputs[i]) : native::clone(inputs[i]);
+      }
+    }
+    if (task->captured) {
+      auto it = task->capture.find(&node);
+      if (it != task->capture.end()) {
+        for (auto [input_nr, slot] : it->second) {
+          if (input_nr < inputs.size() && inputs[input_nr].defined()) {
+            Tensor& dst = (*task->captured)[slot];
+            dst = dst.defined() ? native::add(dst, inputs[input_nr]) : inputs[input_nr];
+          }
+        }
+      }
+    }
+    TensorList outputs;
+    bool is_acc = dynamic_cast<AccumulateGrad*>(&node) != nullptr;
+    if (!is_acc || task->run_accumulate) {
+      outputs = node.apply(std::move(inputs));
+      if (AnomalyMode::is_enabled()) check_anomaly(node, outputs);
+    }
+    if (!task->keep_graph) node.release_variables();
+    const auto& edges = node.next_edges();
+    std::lock_guard<std::mutex> lk(task->mu);
+    for (size_t j = 0; j < edges.size(); ++j) {
+      const Edge& e = edges[j];
+      if (!e.valid()) continue;
+      auto dit = task->deps.find(e.fn.get());
+      if (dit == task->deps.end()) continue;  // pruned
+      auto& buf = task->buffers[e.fn.get()];
+      if (buf.empty()) buf.resize(std::max<uint32_t>(e.fn->num_outputs(), e.input_nr + 1));
+      if (j < outputs.size()) accumulate_into(buf, e.input_nr, std::move(outputs[j]));
+      if (--dit->second == 0) {
+        NodeTask next{task, e.fn, std::move(buf)};
+        task->buffers.erase(e.fn.get());
+        schedule(task, std::move(next));
+      }
+    }
+  } catch (const std::exception& ex) {
+    std::lock_guard<std::mutex> lk(task->mu);
+    if (!task->error) {
+      std::string msg = ex.what();
+      if (msg.find("in backward of ") == std::string::npos) msg = "in backward of " + node.name() + ": " + msg;
+      task->error = std::make_exception_ptr(Error(msg));
+    }
+  }
+  std::lock_guard<std::mutex> lk(task->mu);
+  if (--task->outstanding == 0) task->done_cv.notify_all();
+}
+
+}  // namespace
+
+namespace detail {
+
+void execute(const std::vector<Edge>& roots, TensorList root_grads, bool keep_graph, const std::vector<Edge>* capture,
+             TensorList* captured) {
+  auto task = std::make_shared<GraphTask>();
+  task->keep_graph = keep_graph;
+  if (capture) {
+    task->captured = captured;
+    task->run_accumulate = false;
+    captured->assign(capture->size(), Tensor());
+    for (size_t i = 0; i < capture->size(); ++i) {
+      const Edge& e = (*capture)[i];
+      if (e.valid()) task->capture[e.fn.get()].emplace_back(e.input_nr, i);
+    }
+  }
+  // Count dependencies over every node reachable from the roots.
+  std::vector<Node*> stack;
+  for (const Edge& r : roots) {
+    if (r.valid() && task->deps.emplace(r.fn.get(), 0).second) stack.push_back(r.fn.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges()) {
+      if (!e.valid()) continue;
+      auto [it, inserted] = task->deps.emplace(e.fn.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(e.fn.get());
+    }
+  }
+  std::deque<NodeTask> local;
+  if (t_is_worker) {
+    task->inline_mode = true;
+    task->inline_queue = &local;
+  }
+  {
+    std::lock_guard<std::mutex> lk(task->mu);
+    for (size_t i = 0; i < roots.size(); ++i) {
+      const Edge& r = roots[i];
+      if (!r.valid()) continue;
+      auto& buf = task->buffers[r.fn.get()];
+      if (buf.empty()) buf.resize(std::max<uint32_t>(r.fn->num_outputs(), r.input_nr + 1));
+      accumulate_into(buf, r.input_nr, std::move(root_grads[i]));
+    }
+    for (const Edge& r : roots) {
+      if (!r.valid()) continue;
+      auto it = task->buffers.find(r.fn.get());
+      if (it == task->buffers.end() || task->deps[r.fn.get()] != 0) continue;
+      NodeTask t{task, r.fn, std::move(it->second)};
+      task->buffers.erase(it);
+      schedule(task, std::move(t));
+    }
+  }
+  if (task->inline_mode) {
+    while (!local.empty()) {
+      NodeTask t = std::move(local.front());
+      local.pop_front();
+      run_task(std::move(t));
+    }
+  } else {
+    std::unique_lock<std::mutex> lk(task->mu);
+    task->done_cv.wait(lk, [&] { return task->outstanding == 0; });
+  }
+  if (task->error) std::rethrow_exception(task->error);
+}
+
+}  // namespace detail
+
+namespace {
+void make_roots(const TensorList& tensors, const TensorList& grads, std::vector<Edge>& roots, TensorList& root_grads,
+                const char* op) {
+  EMBER_CHECK_T(ValueError, grads.empty() || grads.size() == tensors.size(), op, ": got ", tensors.size(),
+                " tensors and ", grads.size(), " gradients");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    EMBER_CHECK(t.requires_grad(), op, ": element ", i, " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      EMBER_CHECK(t.numel() == 1, op, ": grad can be implicitly created only for scalar outputs (got a tensor of shape ",
+                  t.sizes(), ")");
+      g = ones_like(t);
+    } else {
+      EMBER_CHECK_T(ValueError, g.sizes() == t.sizes(), op, ": mismatch in shape: grad_output[", i, "] has a shape of ",
+                    g.sizes(), " and output[", i, "] has a shape of ", t.sizes());
+    }
+    roots.push_back(gradient_edge(t));
+    root_grads.push_back(g);
+  }
+}
+}  // namespace
+
+void backward(const TensorList& tensors, const TensorList& grad_tensors, bool retain_graph) {
+  std::vector<Edge> roots;
+  TensorList root_grads;
+  make_roots(tensors, grad_tensors, roots, root_grads, "backward");
+  detail::execute(roots, std::move(root_grads), retain_graph, nullptr, nullptr);
+}
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs, bool retain_graph,
+                bool allow_unused) {
+  std::vector<Edge> roots;
+  TensorList root_grads;
+  make_roots(outputs, grad_outputs, roots, root_grads, "grad");
+  std::vector<Edge> capture;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    EMBER_CHECK(inputs[i].requires_grad(), "grad: One of the differentiated Tensors (input ", i,
+                ") does not require grad");
+    capture.push_back(gradient_edge(inputs[i]));
+  }
+  TensorList captured;
+  detail::execute(roots, std::move(root_grads), retain_graph, &capture, &captured);
+  for (size_t i = 0; i < captured.size(); ++i) {
+    EMBER_CHECK(allow_unused || captured[i].defined(), "grad: One of the differentiated Tensors (input ", i,
+                ") appears to not have been used in the graph. Set allow_unused=true if this is the desired behavior.");
+  }
+  return captured;
+}
+
+}  // namespace ember::autograd
+
+namespace ember {
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward({*this}, gradient.defined() ? autograd::TensorList{gradient} : autograd::TensorList{}, retain_graph);
+}
+}  // namespace ember

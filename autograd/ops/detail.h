@@ -1,0 +1,30 @@
+// Helpers shared by the differentiable op files in autograd/ops/.
+#pragma once
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "core/ops/native.h"
+
+namespace ember::autograd::detail {
+
+/// What backward needs to know about an input to shape its gradient.
+struct InputMeta {
+  IntList sizes;
+  DType dtype = kFloat32;
+  Device device;
+  InputMeta() = default;
+  explicit InputMeta(const Tensor& t) : sizes(t.sizes()), dtype(t.dtype()), device(t.device()) {}
+};
+
+/// Sums a broadcast gradient back to the input's shape and casts to its dtype.
+inline Tensor reduce_grad(const Tensor& g, const InputMeta& m) {
+  Tensor r = g.sizes() == m.sizes ? g : native::sum_to_size(g, m.sizes);
+  if (r.dtype() != m.dtype && is_floating_point(m.dtype)) r = native::to(r, m.dtype);
+  return r;
+}
+
+/// Throws the PyTorch error for an in-place op on a leaf that requires grad (or a view of one).
+void check_inplace(const Tensor& self, const char* op);
+/// After an in-place op on `self` computed with native ops: record `node` as its new history.
+void rebase_history(Tensor& self, const std::shared_ptr<FunctionNode>& node);
+
+}  // namespace ember::autograd::detail

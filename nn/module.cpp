@@ -1,0 +1,292 @@
+#include "nn/module.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "core/ops/native.h"
+
+namespace ember::nn {
+
+namespace detail {
+namespace {
+thread_local bool t_skip_init = false;
+}
+SkipInitGuard::SkipInitGuard() : prev_(t_skip_init) { t_skip_init = true; }
+SkipInitGuard::~SkipInitGuard() { t_skip_init = prev_; }
+bool SkipInitGuard::active() { return t_skip_init; }
+}  // namespace detail
+
+namespace {
+void check_name(const std::string& name, const char* what) {
+  EMBER_CHECK_T(ValueError, !name.empty() && name.find('.') == std::string::npos, "register_", what, ": ", what,
+                " name can't be empty or contain \".\", got \"", name, "\"");
+}
+template <typename V>
+bool has_name(const V& v, const std::string& n) {
+  return std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.first == n; });
+}
+}  // namespace
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  check_name(name, "parameter");
+  EMBER_CHECK_T(ValueError, !has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
+                "register_parameter: attribute \"", name, "\" already exists in ", name_);
+  if (t.defined() && requires_grad) t.requires_grad_(true);
+  parameters_.emplace_back(name, std::move(t));
+  return parameters_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  check_name(name, "buffer");
+  EMBER_CHECK_T(ValueError, !has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
+                "register_buffer: attribute \"", name, "\" already exists in ", name_);
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+  check_name(name, "module");
+  EMBER_CHECK_T(ValueError, m != nullptr, "register_module: submodule \"", name, "\" is null");
+  EMBER_CHECK_T(ValueError, !has_name(parameters_, name) && !has_name(buffers_, name) && !has_name(children_, name),
+                "register_module: attribute \"", name, "\" already exists in ", name_);
+  children_.emplace_back(name, std::move(m));
+}
+
+namespace {
+void collect(const Module& m, const std::string& prefix, bool recurse, bool params, StateDict& out);
+}
+
+StateDict Module::named_parameters(bool recurse) const {
+  StateDict out;
+  collect(*this, "", recurse, true, out);
+  return out;
+}
+StateDict Module::named_buffers(bool recurse) const {
+  StateDict out;
+  collect(*this, "", recurse, false, out);
+  return out;
+}
+
+namespace {
+struct ModuleAccess : Module {
+  static const std::vector<std::pair<std::string, Tensor>>& params(const Module& m) {
+    return static_cast<const ModuleAccess&>(m).parameters_;
+  }
+  static const std::vector<std::pair<std::string, Tensor>>& bufs(const Module& m) {
+    return static_cast<const ModuleAccess&>(m).buffers_;
+  }
+};
+void collect(const Module& m, const std::string& prefix, bool recurse, bool params, StateDict& out) {
+  const auto& own = params ? ModuleAccess::params(m) : ModuleAccess::bufs(m);
+  for (const auto& [n, t] : own) {
+    if (t.defined()) out.emplace_back(prefix + n, t);
+  }
+  if (!recurse) return;
+  for (const auto& [cn, c] : m.named_children()) collect(*c, prefix + cn + ".", true, params, out);
+}
+}  // namespace
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers(recurse)) out.push_back(t);
+  return out;
+}
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out{{"", this}};
+  for (auto& [n, c] : children_) {
+    for (auto& [cn, cm] : c->named_modules()) out.emplace_back(cn.empty() ? n : n + "." + cn, cm);
+  }
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  for (auto& [n, c] : children_) c->apply(fn);
+  fn(*this);
+}
+
+Tensor* Module::find_parameter(const std::string& name) {
+  for (auto& [n, t] : parameters_) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+Tensor* Module::find_buffer(const std::string& name) {
+  for (auto& [n, t] : buffers_) {
+    if (n == name) return &t;
+  }
+  return nullptr;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+namespace {
+// Replaces the data of `t` in place (the same TensorImpl, so every handle sees it).
+void move_impl(Tensor& t, const Tensor& moved) {
+  if (moved.is_same(t)) return;
+  TensorImpl* dst = t.impl();
+  const TensorImpl* src = moved.impl();
+  dst->storage = src->storage;
+  dst->sizes = src->sizes;
+  dst->strides = src->strides;
+  dst->offset = src->offset;
+  dst->dtype = src->dtype;
+  dst->refresh();
+  dst->version->version.fetch_add(1);
+  if (dst->autograd && dst->autograd->grad && dst->autograd->grad->defined()) {
+    *dst->autograd->grad = native::to(*dst->autograd->grad, moved.device(), moved.dtype());
+  }
+}
+}  // namespace
+
+void Module::to(Device device) {
+  for (auto& [n, t] : parameters_) {
+    if (t.defined()) move_impl(t, native::to(t, device));
+  }
+  for (auto& [n, t] : buffers_) {
+    if (t.defined()) move_impl(t, native::to(t, device));
+  }
+  for (auto& [n, c] : children_) c->to(device);
+}
+
+void Module::to(DType dtype) {
+  for (auto& [n, t] : parameters_) {
+    if (t.defined() && t.is_floating_point()) move_impl(t, native::to(t, dtype));
+  }
+  for (auto& [n, t] : buffers_) {
+    if (t.defined() && t.is_floating_point()) move_impl(t, native::to(t, dtype));
+  }
+  for (auto& [n, c] : children_) c->to(dtype);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& p : parameters()) {
+    auto* m = p.autograd_meta();
+    if (!m || !m->grad || !m->grad->defined()) continue;
+    if (set_to_none) {
+      *m->grad = Tensor();
+    } else {
+      native::zero_(*m->grad);
+    }
+  }
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  std::function<void(const Module&, const std::string&)> rec = [&](const Module& m, const std::string& prefix) {
+    for (const auto& [n, t] : ModuleAccess::params(m)) {
+      if (t.defined()) out.emplace_back(prefix + n, t);
+    }
+    for (const auto& [n, t] : ModuleAccess::bufs(m)) {
+      if (t.defined()) out.emplace_back(prefix + n, t);
+    }
+    for (const auto& [cn, c] : m.named_children()) rec(*c, prefix + cn + ".");
+  };
+  rec(*this, "");
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  using ember::operator<<;
+  StateDict mine = state_dict();
+  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::pair<Tensor, Tensor>> copies;
+  std::set<std::string> seen;
+  for (const auto& [k, v] : state) {
+    seen.insert(k);
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& p) { return p.first == k; });
+    if (it == mine.end()) {
+      unexpected.push_back(k);
+      continue;
+    }
+    if (it->second.sizes() != v.sizes()) {
+      std::ostringstream os;
+      os << k << " (copying a param with shape " << v.sizes() << ", the shape in current model is "
+         << it->second.sizes() << ")";
+      mismatched.push_back(os.str());
+      continue;
+    }
+    copies.emplace_back(it->second, v);
+  }
+  for (const auto& [k, v] : mine) {
+    if (!seen.count(k)) missing.push_back(k);
+  }
+  bool fail = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
+  if (fail) {
+    std::ostringstream os;
+    os << "Error(s) in loading state_dict for " << name_ << ":";
+    auto list = [&](const char* what, const std::vector<std::string>& v) {
+      if (v.empty()) return;
+      os << "\n\t" << what << ": ";
+      for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << '"' << v[i] << '"';
+      os << ".";
+    };
+    if (strict) {
+      list("Missing key(s) in state_dict", missing);
+      list("Unexpected key(s) in state_dict", unexpected);
+    }
+    list("size mismatch for", mismatched);
+    EMBER_THROW(ValueError, os.str());
+  }
+  NoGradGuard no_grad;
+  for (auto& [dst, src] : copies) {
+    Tensor d = dst;
+    native::copy_(d, src);
+  }
+}
+
+void Module::copy_values_from(const Module& other, std::optional<Device> device) {
+  training_ = other.training_;
+  auto copy_list = [&](std::vector<std::pair<std::string, Tensor>>& mine,
+                       const std::vector<std::pair<std::string, Tensor>>& theirs, bool params) {
+    EMBER_INTERNAL_ASSERT(mine.size() == theirs.size(), "clone: reset() of ", name_, " registered ", mine.size(),
+                          " entries, the original has ", theirs.size());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Tensor& src = theirs[i].second;
+      if (!src.defined()) {
+        mine[i].second = Tensor();
+        continue;
+      }
+      Tensor data = native::clone(native::to(src, device ? *device : src.device()));
+      bool rg = params && src.requires_grad();
+      Tensor& slot = mine[i].second;
+      if (slot.defined()) {
+        move_impl(slot, data);
+      } else {
+        slot = data;
+      }
+      if (rg && !slot.requires_grad()) slot.requires_grad_(true);
+    }
+  };
+  copy_list(parameters_, other.parameters_, true);
+  copy_list(buffers_, other.buffers_, false);
+  EMBER_INTERNAL_ASSERT(children_.size() == other.children_.size(), "clone: reset() of ", name_,
+                        " registered a different number of submodules");
+  for (size_t i = 0; i < children_.size(); ++i) children_[i].second->copy_values_from(*other.children_[i].second, device);
+}
+
+std::shared_ptr<Module> Module::clone(std::optional<Device>) const {
+  EMBER_THROW(NotImplementedError, "clone: ", name_,
+              " does not support clone(); derive it from nn::Cloneable<", name_, "> and build it in reset()");
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) {
+  m.pretty_print(os);
+  return os;
+}
+
+}  // namespace ember::nn

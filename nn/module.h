@@ -1,0 +1,138 @@
+// Module: the base of every layer. It owns named parameters, buffers and submodules (in
+// registration order), switches train/eval, moves to devices/dtypes, produces and loads state
+// dicts, and deep-copies itself (clone) for DataParallel's replicate. Layers derive from
+// Cloneable<Derived> and build their parameters/submodules in reset(), which the constructor
+// calls. Each module has a typed forward(...) (no type-erased argument lists). A Module is not
+// thread-safe; replicas (clones) may be used from different threads concurrently.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/tensor.h"
+
+namespace ember::nn {
+
+/// Ordered name -> tensor list (PyTorch's OrderedDict state dict).
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string name = "Module") : name_(std::move(name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = default;
+  Module& operator=(const Module&) = default;
+
+  // ---- registration -----------------------------------------------------------------------
+  /// Registers `t` (made a leaf that requires grad unless requires_grad=false) and returns it.
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+
+  // ---- access (recursive names are dotted: "lstm.weight_ih_l0") ------------------------------
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  StateDict named_parameters(bool recurse = true) const;
+  std::vector<Tensor> buffers(bool recurse = true) const;
+  StateDict named_buffers(bool recurse = true) const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  /// This module and all descendants, depth first, with dotted names ("" for this one).
+  std::vector<std::pair<std::string, Module*>> named_modules();
+  void apply(const std::function<void(Module&)>& fn);
+  /// The parameter/buffer slot with this (non-dotted) name, or null.
+  Tensor* find_parameter(const std::string& name);
+  Tensor* find_buffer(const std::string& name);
+
+  // ---- modes and placement ------------------------------------------------------------------------
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Moves every parameter and buffer (in place: the same Tensor handles see the new data).
+  virtual void to(Device device);
+  virtual void to(DType dtype);
+  void to(Device device, DType dtype) { to(device); to(dtype); }
+  void zero_grad(bool set_to_none = true);
+
+  // ---- state ---------------------------------------------------------------------------------------
+  /// Parameters then buffers of each module, depth first, PyTorch's key names.
+  StateDict state_dict() const;
+  /// Copies values in. strict: missing and unexpected keys are an error. A shape mismatch is
+  /// always an error. The message lists every missing, unexpected and mismatched key; nothing is
+  /// modified when it throws.
+  void load_state_dict(const StateDict& state, bool strict = true);
+
+  /// Deep copy (parameters copied to `device` if given). The copy's parameters are new leaves.
+  virtual std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
+
+  const std::string& name() const { return name_; }
+  virtual void pretty_print(std::ostream& os) const { os << name_ << "()"; }
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  /// For Cloneable: drop registrations so reset() can rebuild them.
+  void clear_registrations() {
+    parameters_.clear();
+    buffers_.clear();
+    children_.clear();
+  }
+  /// Copies parameter/buffer values (and training flag) from `other`, which has this structure.
+  void copy_values_from(const Module& other, std::optional<Device> device);
+
+  std::string name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> parameters_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+namespace detail {
+/// While alive in a thread, nn::init functions do nothing: clone() rebuilds structure with
+/// reset() and then copies values, so re-initialization (and its random numbers) is skipped.
+class SkipInitGuard {
+ public:
+  SkipInitGuard();
+  ~SkipInitGuard();
+  static bool active();
+
+ private:
+  bool prev_;
+};
+}  // namespace detail
+
+/// CRTP base giving Derived a clone(): copy-construct, rebuild registrations with reset()
+/// (without re-initializing), then copy parameter and buffer values.
+template <class Derived>
+class Cloneable : public Module {
+ public:
+  using Module::Module;
+  /// (Re)creates all parameters, buffers and submodules. Called by the constructor and clone().
+  virtual void reset() = 0;
+
+  std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const override {
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    copy->clear_registrations();
+    {
+      detail::SkipInitGuard skip;
+      NoGradGuard no_grad;
+      copy->reset();
+    }
+    copy->copy_values_from(*this, device);
+    return copy;
+  }
+  std::shared_ptr<Derived> clone_as(std::optional<Device> device = std::nullopt) const {
+    return std::static_pointer_cast<Derived>(clone(device));
+  }
+};
+
+}  // namespace ember::nn

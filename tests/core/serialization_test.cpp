@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -376,6 +378,33 @@ TEST(Safetensors, OverwriteReplacesContentsAndKeepsMode) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(dir.list(), std::vector<std::string>{"w.safetensors"});
+}
+
+TEST(Safetensors, ReadersNeverSeeAPartialFileWhileAWriterReplacesIt) {
+  TempDir dir;
+  std::string path = dir.file("live.safetensors");
+  const Bytes a = bytes_of_values<int64_t>(std::vector<int64_t>(4096, 1));
+  const Bytes b = bytes_of_values<int64_t>(std::vector<int64_t>(4096, 2));
+  save_safetensors(path, {{"w", make_raw({4096}, kInt64, a)}});
+  std::atomic<bool> done{false};
+  std::atomic<int> loads{0}, bad{0};
+  std::thread reader([&] {
+    while (!done.load()) {
+      try {
+        Bytes got = bytes_of(load_safetensors_map(path).at("w"));
+        if (got != a && got != b) ++bad;
+      } catch (const std::exception&) {
+        ++bad;
+      }
+      ++loads;
+    }
+  });
+  for (int i = 0; i < 30; ++i) save_safetensors(path, {{"w", make_raw({4096}, kInt64, i % 2 ? a : b)}});
+  done = true;
+  reader.join();
+  EXPECT_EQ(bad.load(), 0) << "of " << loads.load() << " loads";
+  EXPECT_GT(loads.load(), 0);
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"live.safetensors"});
 }
 
 // ---- unreadable files ----------------------------------------------------------------------

@@ -8,6 +8,10 @@ void TensorImpl::refresh() {
   int64_t n = 1;
   for (auto s : sizes) n *= s;
   numel = n;
+  if (n == 0) {  // PyTorch treats every empty tensor as contiguous
+    contiguous = true;
+    return;
+  }
   bool c = true;
   int64_t expected = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {

@@ -17,9 +17,9 @@ struct DataLoaderOptions {
   /// Reshuffle every epoch (a RandomSampler drawing from `generator`). Not with `sampler`.
   bool shuffle = false;
   /// Index order; default Sequential (or Random with shuffle). Not with `shuffle`.
-  std::shared_ptr<Sampler> sampler;
+  std::shared_ptr<Sampler> sampler{};
   /// Whole batches of indices; excludes batch_size, shuffle, sampler and drop_last.
-  std::shared_ptr<BatchSampler> batch_sampler;
+  std::shared_ptr<BatchSampler> batch_sampler{};
   /// 0: load in the calling thread. N > 0: N forked worker processes.
   int num_workers = 0;
   /// Drop the last, short batch.
@@ -27,9 +27,9 @@ struct DataLoaderOptions {
   /// Longest wait for one batch from the workers, in ms (0: forever); exceeding it throws TimeoutError.
   int64_t timeout_ms = 0;
   /// Runs in each worker after ember's default generator was seeded, with the worker id.
-  std::function<void(int worker_id)> worker_init_fn;
+  std::function<void(int worker_id)> worker_init_fn{};
   /// Source of each epoch's base seed and of the shuffling order; default: ember's default generator.
-  std::shared_ptr<Generator> generator;
+  std::shared_ptr<Generator> generator{};
   /// Batches in flight per worker.
   int prefetch_factor = 2;
   /// Keep the workers (and their dataset copies) alive across epochs.

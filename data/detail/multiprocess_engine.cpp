@@ -39,6 +39,7 @@ enum : uint8_t {
 };
 constexpr size_t kAlignment = 64;
 constexpr int kShutdownGraceMs = 1000;
+constexpr int kFailGraceMs = 50;
 constexpr int kPollSliceMs = 100;
 constexpr int64_t kDrainTimeoutMs = 60000;
 
@@ -436,7 +437,7 @@ void MultiprocessEngine::fail_dead_worker(int w) {
 }
 
 void MultiprocessEngine::fail(const std::string& message, bool timeout) {
-  shutdown();
+  shutdown(kFailGraceMs);  // a stuck or dead worker is not worth waiting for
   broken_ = message;
   if (timeout) throw TimeoutError(message);
   throw Error(message);
@@ -472,13 +473,13 @@ void MultiprocessEngine::end_epoch(bool keep_workers) {
   }
 }
 
-void MultiprocessEngine::shutdown() noexcept {
+void MultiprocessEngine::shutdown(int grace_ms) noexcept {
   in_epoch_ = false;
   reorder_.clear();
   if (workers_.empty()) return;
   for (auto& w : workers_) w->close_socket();
   // One grace period for all workers together, then SIGKILL whoever is left.
-  const int64_t deadline = now_ms() + kShutdownGraceMs;
+  const int64_t deadline = now_ms() + grace_ms;
   for (auto& w : workers_) {
     int64_t left = deadline - now_ms();
     w->wait_exit(static_cast<int>(std::max<int64_t>(left, 0)));

@@ -63,8 +63,9 @@ class MultiprocessEngine {
   /// Ends the epoch early. keep_workers: wait for the batches in flight, discard them, and keep
   /// the workers for the next epoch (falls back to shutdown on trouble). Otherwise shut down.
   void end_epoch(bool keep_workers);
-  /// Reaps every worker and unlinks every segment this engine's workers may have made.
-  void shutdown() noexcept;
+  /// Reaps every worker and unlinks every segment this engine's workers may have made. Workers
+  /// get grace_ms to exit on their own (they do at once unless busy with a batch), then SIGKILL.
+  void shutdown(int grace_ms = 1000) noexcept;
 
   uint64_t id() const { return id_; }
   std::vector<pid_t> worker_pids() const;

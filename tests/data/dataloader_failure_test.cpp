@@ -1,0 +1,191 @@
+// DataLoader failures: worker exceptions, killed workers, timeouts, early exits, and a full
+// /dev/shm. After each, no child process and no shared-memory segment of ours may remain.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <regex>
+#include <sys/resource.h>
+#include <thread>
+
+#include "core/ops/factory.h"
+#include "data/dataloader.h"
+#include "data/worker_info.h"
+#include "tests/data/test_util.h"
+
+namespace ember::data {
+namespace {
+
+using testing::child_pids;
+using testing::eventually;
+using testing::own_segments;
+
+int64_t ints_first(const Tensor& t) { return t.to_vector<int64_t>()[0]; }
+
+void expect_clean() {
+  EXPECT_TRUE(child_pids().empty()) << child_pids().size() << " child processes left";
+  EXPECT_TRUE(own_segments().empty()) << own_segments().size() << " segments left in /dev/shm";
+}
+
+// Sample i is i, except the planted failures.
+struct Faulty : Dataset<Tensor> {
+  enum Mode { kNone, kThrowAt, kKillAt, kSleepAt } mode = kNone;
+  size_t at = 0;
+  Tensor get(size_t i) override {
+    if (i == at && mode == kThrowAt) EMBER_THROW(ValueError, "bad sample ", i);
+    if (i == at && mode == kKillAt) ::raise(SIGKILL);
+    if (i == at && mode == kSleepAt) std::this_thread::sleep_for(std::chrono::seconds(3));
+    return full({1024}, static_cast<double>(i), TensorOptions(kInt64));
+  }
+  size_t size() const override { return 16; }
+};
+
+std::shared_ptr<Faulty> faulty(Faulty::Mode m, size_t at) {
+  auto d = std::make_shared<Faulty>();
+  d->mode = m;
+  d->at = at;
+  return d;
+}
+
+TEST(DataLoaderFailure, WorkerExceptionNamesWorkerAndPidAndKeepsItsType) {
+  // batch_size 1: sample 5 is batch 5, made by worker 5 % 2 = 1.
+  DataLoader loader(faulty(Faulty::kThrowAt, 5), DataLoaderOptions{.num_workers = 2});
+  int seen = 0;
+  try {
+    for (auto& b : loader) {
+      EXPECT_EQ(ints_first(b), seen);
+      ++seen;
+    }
+    FAIL() << "no exception";
+  } catch (const ValueError& e) {
+    std::string msg = e.what();
+    EXPECT_TRUE(std::regex_search(msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) raised: bad sample 5")))
+        << msg;
+  }
+  EXPECT_EQ(seen, 5);
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, IteratorContinuesAfterACaughtWorkerException) {
+  DataLoader loader(faulty(Faulty::kThrowAt, 2), DataLoaderOptions{.num_workers = 2});
+  auto it = loader.begin();
+  EXPECT_EQ(ints_first(*it), 0);
+  ++it;
+  EXPECT_THROW(++it, ValueError);  // batch 2
+  ++it;                             // PyTorch semantics: the failed batch is skipped
+  EXPECT_EQ(ints_first(*it), 3);
+}
+
+TEST(DataLoaderFailure, KilledWorkerIsReportedWithPidAndSignal) {
+  DataLoader loader(faulty(Faulty::kKillAt, 3), DataLoaderOptions{.num_workers = 2});
+  try {
+    for (auto& b : loader) (void)b;
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_TRUE(std::regex_search(
+        msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) was killed by signal 9 \\(SIGKILL\\)")))
+        << msg;
+  }
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, TimeoutRaisesTimeoutError) {
+  DataLoader loader(faulty(Faulty::kSleepAt, 1), DataLoaderOptions{.num_workers = 2, .timeout_ms = 200});
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    for (auto& b : loader) (void)b;
+    FAIL() << "no exception";
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out after 200 ms waiting for batch 1 from DataLoader worker 1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2900));
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, DroppingTheIteratorEarlyReapsWorkersAndSegments) {
+  DataLoader loader(faulty(Faulty::kNone, 0), DataLoaderOptions{.batch_size = 2, .num_workers = 3,
+                                                                .prefetch_factor = 3});
+  for (auto& b : loader) {
+    EXPECT_EQ(child_pids().size(), 3u);
+    // Let the workers fill the pipeline so segments are in flight when we leave.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    (void)b;
+    break;
+  }
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, ExceptionInTheTrainingLoopReapsEverything) {
+  DataLoader loader(faulty(Faulty::kNone, 0), DataLoaderOptions{.batch_size = 2, .num_workers = 2});
+  EXPECT_THROW(
+      {
+        for (auto& b : loader) {
+          (void)b;
+          throw std::runtime_error("loss is NaN");
+        }
+      },
+      std::runtime_error);
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, WorkerInitFnExceptionIsReported) {
+  DataLoaderOptions o{.num_workers = 2};
+  o.worker_init_fn = [](int id) {
+    if (id == 0) EMBER_THROW(Error, "cannot open shard");
+  };
+  DataLoader loader(faulty(Faulty::kNone, 0), o);
+  try {
+    for (auto& b : loader) (void)b;
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_TRUE(std::regex_search(std::string(e.what()),
+                                  std::regex("^DataLoader worker 0 \\(pid [0-9]+\\) raised: worker_init_fn: cannot "
+                                             "open shard")))
+        << e.what();
+  }
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, FullDevShmIsAClearErrorNotSigbus) {
+  // A file-size limit in the worker makes tmpfs refuse the batch as a full /dev/shm would.
+  DataLoaderOptions o{.batch_size = 8, .num_workers = 1};
+  o.worker_init_fn = [](int) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+  };
+  DataLoader loader(faulty(Faulty::kNone, 0), o);
+  try {
+    for (auto& b : loader) (void)b;
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DataLoader worker 0: /dev/shm has no space for a 0.1 MB batch"),
+              std::string::npos)
+        << e.what();
+  }
+  expect_clean();
+}
+
+TEST(DataLoaderFailure, PersistentLoaderRecoversAfterAWorkerDied) {
+  auto ds = faulty(Faulty::kKillAt, 3);
+  DataLoader loader(ds, DataLoaderOptions{.num_workers = 2, .persistent_workers = true});
+  EXPECT_THROW(
+      {
+        for (auto& b : loader) (void)b;
+      },
+      Error);
+  EXPECT_TRUE(child_pids().empty());
+  ds->mode = Faulty::kNone;  // the next epoch forks fresh workers from the parent's dataset
+  int n = 0;
+  for (auto& b : loader) {
+    (void)b;
+    ++n;
+  }
+  EXPECT_EQ(n, 16);
+}
+
+}  // namespace
+}  // namespace ember::data

@@ -99,7 +99,12 @@ class FunctionNode : public Node {
  public:
   using Backward = std::function<TensorList(FunctionNode& self, TensorList& grads)>;
   FunctionNode(const char* name, Backward backward) : name_(name), backward_(std::move(backward)) {}
-  TensorList apply(TensorList&& grads) override { return backward_(*this, grads); }
+  TensorList apply(TensorList&& grads) override {
+    EMBER_CHECK(!released_, "trying to backward through the graph a second time (or directly access saved tensors "
+                "after they have already been freed). Saved intermediate values of the graph are freed when you call "
+                "backward(). Specify retain_graph=true if you need to backward through the graph a second time.");
+    return backward_(*this, grads);
+  }
   std::string name() const override { return name_; }
   void release_variables() override { released_ = true; backward_ = nullptr; }
   bool released() const { return released_; }

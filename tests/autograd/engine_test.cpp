@@ -1,0 +1,381 @@
+// The engine: backward/grad, accumulation, retain_graph, hooks, retain_grad, grad mode,
+// version-counter errors, per-device threads, errors surfacing with the node's name.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "autograd/ops.h"
+#include "core/allocator.h"
+#include "core/ops/native.h"
+
+using namespace ember;
+using ::testing::HasSubstr;
+
+namespace {
+Tensor leaf(std::initializer_list<double> v, IntList sizes = {}) {
+  Tensor t = tensor(v, sizes);
+  t.requires_grad_(true);
+  return t;
+}
+std::vector<float> vec(const Tensor& t) { return t.to_vector<float>(); }
+}  // namespace
+
+TEST(Engine, SimpleChainRule) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor y = sum(mul(mul(x, x), 3.0));  // d/dx = 6x
+  y.backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{6, 12, 18}));
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(y.is_leaf());
+  ASSERT_TRUE(y.grad_fn());
+  EXPECT_EQ(y.grad_fn()->name(), "SumBackward1");
+}
+
+TEST(Engine, AccumulatesAcrossCalls) {
+  Tensor x = leaf({1, 2});
+  for (int i = 0; i < 3; ++i) sum(mul(x, 2.0)).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{6, 6}));
+}
+
+TEST(Engine, DiamondGraphSumsBothPaths) {
+  Tensor x = leaf({2});
+  Tensor a = mul(x, 3.0), b = mul(x, x);
+  Tensor y = sum(add(a, b));  // 3 + 2x
+  y.backward();
+  EXPECT_FLOAT_EQ(x.grad().item<float>(), 7.0f);
+}
+
+TEST(Engine, BroadcastGradientReducedToInputShape) {
+  Tensor a = leaf({1, 2, 3}, {3, 1});
+  Tensor b = leaf({10, 20}, {1, 2});
+  sum(mul(a, b)).backward();
+  EXPECT_EQ(a.grad().sizes(), (IntList{3, 1}));
+  EXPECT_EQ(vec(a.grad()), (std::vector<float>{30, 30, 30}));
+  EXPECT_EQ(vec(b.grad()), (std::vector<float>{6, 6}));
+}
+
+TEST(Engine, SecondBackwardWithoutRetainGraphFails) {
+  Tensor x = leaf({1, 2});
+  Tensor y = sum(mul(x, x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();  // allowed: graph retained
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{4, 8}));
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("backward through the graph a second time"));
+    EXPECT_THAT(e.what(), HasSubstr("SumBackward1"));
+  }
+}
+
+TEST(Engine, NonScalarNeedsGradient) {
+  Tensor x = leaf({1, 2});
+  Tensor y = mul(x, 2.0);
+  EXPECT_THROW(
+      {
+        try {
+          y.backward();
+        } catch (const Error& e) {
+          EXPECT_THAT(e.what(), HasSubstr("grad can be implicitly created only for scalar outputs"));
+          throw;
+        }
+      },
+      Error);
+  y.backward(tensor({1, 10}));
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{2, 20}));
+}
+
+TEST(Engine, BackwardOnTensorWithoutGradFails) {
+  Tensor x = tensor({1, 2});
+  try {
+    sum(x).backward();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("does not require grad"));
+  }
+}
+
+TEST(Engine, GradDoesNotTouchDotGrad) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor w = leaf({4, 5, 6});
+  Tensor y = sum(mul(x, w));
+  auto g = autograd::grad({y}, {x});
+  EXPECT_EQ(vec(g[0]), (std::vector<float>{4, 5, 6}));
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Engine, GradOfNonLeafAndUnused) {
+  Tensor x = leaf({1, 2});
+  Tensor h = mul(x, 3.0);
+  Tensor y = sum(mul(h, h));
+  Tensor unused = leaf({5});
+  auto g = autograd::grad({y}, {h}, {}, true);
+  EXPECT_EQ(vec(g[0]), (std::vector<float>{6, 12}));  // 2h
+  EXPECT_THROW(autograd::grad({y}, {unused}, {}, true), Error);
+  auto g2 = autograd::grad({y}, {unused}, {}, true, /*allow_unused=*/true);
+  EXPECT_FALSE(g2[0].defined());
+}
+
+TEST(Engine, NoGradGuardRecordsNothing) {
+  Tensor x = leaf({1, 2});
+  {
+    NoGradGuard g;
+    Tensor y = mul(x, 2.0);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_FALSE(y.grad_fn());
+  }
+  Tensor z = mul(x, 2.0);
+  EXPECT_TRUE(z.requires_grad());
+}
+
+TEST(Engine, GradModeIsThreadLocal) {
+  NoGradGuard g;
+  bool other_enabled = false;
+  std::thread t([&] { other_enabled = autograd::GradMode::is_enabled(); });
+  t.join();
+  EXPECT_TRUE(other_enabled);
+  EXPECT_FALSE(autograd::GradMode::is_enabled());
+}
+
+TEST(Engine, DetachCutsHistoryAndSharesData) {
+  Tensor x = leaf({1, 2});
+  Tensor y = mul(x, 2.0);
+  Tensor d = detach(y);
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.storage().is_same(y.storage()));
+  EXPECT_EQ(vec(d), (std::vector<float>{2, 4}));
+}
+
+TEST(Engine, ItemReturnsPlainNumber) {
+  Tensor x = leaf({3});
+  double v = mul(x, 2.0).item();
+  EXPECT_DOUBLE_EQ(v, 6.0);
+}
+
+TEST(Engine, InplaceModificationOfSavedTensorIsReported) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor a = mul(x, 1.0);   // non-leaf
+  Tensor y = sum(mul(a, a));  // saves a
+  native::add_(a, 1.0);     // modify a saved tensor in place
+  try {
+    y.backward();
+    FAIL() << "expected the in-place error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("one of the variables needed for gradient computation has been modified by an inplace operation"));
+    EXPECT_THAT(e.what(), HasSubstr("MulBackward0"));
+    EXPECT_THAT(e.what(), HasSubstr("is at version 1; expected version 0"));
+  }
+}
+
+TEST(Engine, InplaceOnLeafRequiringGradIsAnError) {
+  Tensor x = leaf({1, 2});
+  try {
+    add_(x, tensor({1, 1}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a leaf Variable that requires grad is being used in an in-place operation"));
+  }
+  NoGradGuard g;  // allowed under no_grad, like optimizer updates
+  add_(x, tensor({1, 1}));
+  EXPECT_EQ(vec(x), (std::vector<float>{2, 3}));
+}
+
+TEST(Engine, InplaceOnNonLeafIsDifferentiable) {
+  Tensor x = leaf({1, 2});
+  Tensor y = mul(x, 2.0);
+  add_(y, tensor({5, 5}));
+  mul_(y, 3.0);
+  sum(y).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{6, 6}));
+}
+
+TEST(Engine, TensorHookCanReplaceGradient) {
+  Tensor x = leaf({1, 2});
+  Tensor h = mul(x, 1.0);
+  std::vector<float> seen;
+  h.register_hook([&](const Tensor& g) {
+    seen = g.to_vector<float>();
+    return native::mul(g, 10.0);
+  });
+  sum(mul(h, 2.0)).backward();
+  EXPECT_EQ(seen, (std::vector<float>{2, 2}));
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{20, 20}));
+}
+
+TEST(Engine, LeafHookAndRemoval) {
+  Tensor x = leaf({1});
+  int calls = 0;
+  int id = x.register_hook([&](const Tensor&) {
+    ++calls;
+    return Tensor();
+  });
+  sum(x).backward();
+  x.remove_hook(id);
+  sum(x).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_FLOAT_EQ(x.grad().item<float>(), 2.0f);
+}
+
+TEST(Engine, PostAccumulateHookSeesAccumulatedGrad) {
+  Tensor x = leaf({1, 2});
+  std::vector<float> seen;
+  int id = x.register_post_accumulate_grad_hook([&](const Tensor& p) { seen = p.grad().to_vector<float>(); });
+  sum(mul(x, 4.0)).backward();
+  EXPECT_EQ(seen, (std::vector<float>{4, 4}));
+  x.remove_post_accumulate_grad_hook(id);
+  seen.clear();
+  sum(x).backward();
+  EXPECT_TRUE(seen.empty());
+  Tensor nl = mul(x, 1.0);
+  EXPECT_THROW(nl.register_post_accumulate_grad_hook([](const Tensor&) {}), Error);
+}
+
+TEST(Engine, RetainGradOnNonLeaf) {
+  Tensor x = leaf({1, 2});
+  Tensor h = mul(x, 3.0);
+  h.retain_grad();
+  Tensor other = mul(x, 3.0);
+  sum(mul(h, h)).backward();
+  EXPECT_EQ(vec(h.grad()), (std::vector<float>{6, 12}));
+  EXPECT_FALSE(other.grad().defined());
+}
+
+TEST(Engine, ErrorInBackwardNamesTheNode) {
+  struct Boom {};
+  Tensor x = leaf({1});
+  Tensor y = mul(x, 2.0);
+  y.register_hook([](const Tensor&) -> Tensor { throw ValueError("hook exploded"); });
+  try {
+    sum(y).backward();
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("hook exploded"));
+    EXPECT_THAT(e.what(), HasSubstr("MulBackward1"));
+  }
+  // The engine is still usable afterwards.
+  sum(mul(x, 5.0)).backward();
+  EXPECT_FLOAT_EQ(x.grad().item<float>(), 5.0f);
+}
+
+TEST(Engine, GradientsFlowAcrossDevices) {
+  Tensor x = leaf({1, 2, 3});
+  Tensor on1 = to(x, Device("cpu:1"));
+  EXPECT_EQ(on1.device(), Device("cpu:1"));
+  Tensor y = sum(mul(on1, on1));
+  y.backward();
+  EXPECT_EQ(x.grad().device(), Device("cpu:0"));
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{2, 4, 6}));
+}
+
+TEST(Engine, NodesRunOnTheirDeviceThreads) {
+  // Each node records which thread ran it; cpu:0 and cpu:1 nodes must use different threads,
+  // neither being the caller's.
+  std::mutex mu;
+  std::map<std::string, std::set<std::thread::id>> threads;
+  Tensor x = leaf({1, 2});
+  Tensor a = mul(x, 2.0);
+  a.register_hook([&](const Tensor& g) {
+    std::lock_guard<std::mutex> lk(mu);
+    threads["cpu0"].insert(std::this_thread::get_id());
+    return g;
+  });
+  Tensor b = mul(to(a, Device("cpu:1")), 3.0);
+  b.register_hook([&](const Tensor& g) {
+    std::lock_guard<std::mutex> lk(mu);
+    threads["cpu1"].insert(std::this_thread::get_id());
+    return g;
+  });
+  sum(b).backward();
+  ASSERT_EQ(threads["cpu0"].size(), 1u);
+  ASSERT_EQ(threads["cpu1"].size(), 1u);
+  EXPECT_NE(*threads["cpu0"].begin(), *threads["cpu1"].begin());
+  EXPECT_NE(*threads["cpu0"].begin(), std::this_thread::get_id());
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{6, 6}));
+}
+
+TEST(Engine, ReplicasOnTwoDevicesRunConcurrently) {
+  // Two independent branches on cpu:0 and cpu:1 whose hooks wait for each other: this only
+  // finishes if both device threads run at the same time.
+  Tensor x = leaf({1});
+  std::atomic<int> arrived{0};
+  auto rendezvous = [&](const Tensor& g) {
+    arrived.fetch_add(1);
+    auto start = std::chrono::steady_clock::now();
+    while (arrived.load() < 2) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) throw Error("branches did not overlap");
+      std::this_thread::yield();
+    }
+    return g;
+  };
+  Tensor b0 = mul(to(x, Device("cpu:2")), 2.0);
+  Tensor b1 = mul(to(x, Device("cpu:3")), 3.0);
+  b0.register_hook(rendezvous);
+  b1.register_hook(rendezvous);
+  Tensor y = add(to(sum(b0), Device("cpu:0")), to(sum(b1), Device("cpu:0")));
+  y.backward();
+  EXPECT_FLOAT_EQ(x.grad().item<float>(), 5.0f);
+}
+
+TEST(Engine, FaqSummingLossTensorsKeepsGraphsAlive) {
+  // The PyTorch FAQ: `total_loss += loss` keeps every iteration's graph alive; `+= loss.item()` does not.
+  Device dev("cpu:5");
+  Tensor w = ones({256, 256}, TensorOptions().device(dev));
+  w.requires_grad_(true);
+  auto step_loss = [&] {
+    Tensor x = ones({256, 256}, TensorOptions().device(dev));
+    return mean(mul(matmul(x, w), 0.5));
+  };
+  empty_cache(dev);
+  int64_t base = memory_stats(dev).allocated_bytes;
+  Tensor total = zeros({}, TensorOptions().device(dev));
+  for (int i = 0; i < 20; ++i) total += step_loss();
+  int64_t with_tensors = memory_stats(dev).allocated_bytes - base;
+  total = Tensor();
+  int64_t after_release = memory_stats(dev).allocated_bytes - base;
+  double total_f = 0;
+  for (int i = 0; i < 20; ++i) total_f += step_loss().item();
+  int64_t with_items = memory_stats(dev).allocated_bytes - base;
+  // 20 graphs each hold at least the saved matmul input x (256 KiB).
+  EXPECT_GE(with_tensors, 20 * 256 * 1024);
+  EXPECT_LT(after_release, 64 * 1024);
+  EXPECT_LT(with_items, 64 * 1024);
+  EXPECT_GT(total_f, 0.0);
+}
+
+TEST(Engine, AnomalyModeNamesForwardOpOfNaN) {
+  autograd::DetectAnomalyGuard anomaly;
+  Tensor x = leaf({0.0, 1.0});
+  Tensor y = sum(sqrt(x));  // d/dx sqrt at 0 -> inf; times 0 below gives nan
+  Tensor z = mul(sqrt(x), 0.0);
+  try {
+    sum(z).backward();
+    FAIL() << "expected a NaN error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("returned nan values"));
+    EXPECT_THAT(e.what(), HasSubstr("SqrtBackward0"));
+    EXPECT_THAT(e.what(), HasSubstr("forward op SqrtBackward0"));
+  }
+  (void)y;
+}
+
+TEST(Engine, ViewsAndNonContiguousGradients) {
+  Tensor x = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor tt = transpose(x, 0, 1);          // [3,2], non-contiguous
+  Tensor s = select(tt, 0, 2);             // column 2 of x: {3, 6}
+  Tensor n = narrow(tt, 0, 0, 1);          // column 0 of x
+  sum(add(mul(s, 10.0), sum(n))).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{2, 0, 10, 2, 0, 10}));
+}
+
+TEST(Engine, GradientHasTheInputsDtype) {
+  Tensor x = tensor({1, 2});
+  x.requires_grad_(true);
+  sum(mul(to(x, kFloat64), 3.0)).backward();
+  EXPECT_EQ(x.grad().dtype(), kFloat32);
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{3, 3}));
+}

@@ -36,7 +36,8 @@ std::string usage_text() {
          "Starts N worker processes of `program` on this node (rank = node_rank * N + local_rank),\n"
          "sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
          "EMBER_STORE_TOKEN and EMBER_RESTART_COUNT/TORCHELASTIC_RESTART_COUNT for each, hosts the\n"
-         "TCPStore on node 0, prefixes every output line with \"[rank N]: \", and when a worker fails\n"
+         "TCPStore on node 0 (TORCHELASTIC_USE_AGENT_STORE=True tells rank 0 not to host one),\n"
+         "prefixes every output line with \"[rank N]: \", and when a worker fails\n"
          "stops the others and restarts the group up to K times. Exits with the failing worker's\n"
          "code (128 + signal for a signal). With --nnodes > 1, export the same EMBER_STORE_TOKEN on\n"
          "every node and give --master-port.\n";

@@ -2,7 +2,12 @@
 // node 0 (TCPStoreServer; ember-run is not a rank), runs the WorkerGroup, and on failure
 // stops it and restarts it with a fresh store up to --max-restarts times. Exit code: 0, the
 // failing worker's code (128 + signal if it was killed), 128 + signal when ember-run itself
-// was interrupted, 2 for usage errors, 1 when the launcher itself fails.
+// was interrupted, 2 for usage errors, 1 when the launcher itself fails, 127 when the
+// program cannot be executed.
+// Restarts are decided per node: there is no rendezvous between the ember-run agents of
+// different nodes (torchrun's elastic agent has one). With --nnodes > 1, node 0 replaces
+// its store on every restart; workers on other nodes lose it, fail, and their agent
+// restarts them with the same MASTER_PORT, so keep --max-restarts equal on all nodes.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>

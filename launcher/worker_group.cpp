@@ -26,6 +26,7 @@ const char* const kOwnedVars[] = {
     "MASTER_ADDR",   "MASTER_PORT",       "EMBER_STORE_TOKEN",
     "TORCHELASTIC_RESTART_COUNT",         "EMBER_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS",          "EMBER_MAX_RESTARTS",
+    "TORCHELASTIC_USE_AGENT_STORE",       "EMBER_USE_AGENT_STORE",
 };
 
 bool is_owned(const char* entry) {
@@ -140,6 +141,10 @@ std::vector<std::string> WorkerGroup::worker_environment(const Worker& w, const 
   put("EMBER_RESTART_COUNT", std::to_string(env.restart_count));
   put("TORCHELASTIC_MAX_RESTARTS", std::to_string(options_.max_restarts));
   put("EMBER_MAX_RESTARTS", std::to_string(options_.max_restarts));
+  // The store at MASTER_ADDR:MASTER_PORT is hosted by ember-run on node 0, so no rank (not
+  // even rank 0) may start its own server there; torchrun says so with the same variable.
+  put("TORCHELASTIC_USE_AGENT_STORE", "True");
+  put("EMBER_USE_AGENT_STORE", "1");
   return out;
 }
 

@@ -4,6 +4,8 @@
 // (signalfd + poll, no busy loop) until all succeed, one fails, or ember-run is signalled;
 // stop() brings the rest down (a signal, then SIGKILL after the grace period) and reaps
 // them. Used from main()'s thread only.
+// Workers also get TORCHELASTIC_USE_AGENT_STORE=True and EMBER_USE_AGENT_STORE=1: the store
+// at MASTER_ADDR:MASTER_PORT is ember-run's, so rank 0 must connect to it as a client.
 #pragma once
 #include <sys/types.h>
 

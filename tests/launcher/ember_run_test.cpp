@@ -134,7 +134,7 @@ TEST_F(EmberRunTest, SetsTheEnvironmentForEachRankAndPrefixesOutput) {
     const std::string R = std::to_string(rank);
     std::regex line("\\[rank " + R + "\\]: ENV RANK=" + R + " WORLD_SIZE=3 LOCAL_RANK=" + R +
                     " LOCAL_WORLD_SIZE=3 GROUP_RANK=0 MASTER_ADDR=127\\.0\\.0\\.1 MASTER_PORT=([0-9]+) "
-                    "RESTART=0 TORCHELASTIC_RESTART=0 TOKEN_LEN=64\n");
+                    "RESTART=0 TORCHELASTIC_RESTART=0 TOKEN_LEN=64 AGENT_STORE=True/1\n");
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.out, m, line)) << "rank " << rank << "\n" << Diagnose(r);
     ports.insert(m[1]);
@@ -160,7 +160,7 @@ TEST_F(EmberRunTest, LaterNodesOffsetRanksByNodeRank) {
     const std::string R = std::to_string(2 + local), L = std::to_string(local);
     EXPECT_NE(r.out.find("[rank " + R + "]: ENV RANK=" + R + " WORLD_SIZE=4 LOCAL_RANK=" + L +
                          " LOCAL_WORLD_SIZE=2 GROUP_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 "
-                         "RESTART=0 TORCHELASTIC_RESTART=0 TOKEN_LEN=13\n"),
+                         "RESTART=0 TORCHELASTIC_RESTART=0 TOKEN_LEN=13 AGENT_STORE=True/1\n"),
               std::string::npos)
         << Diagnose(r);
   }

@@ -83,11 +83,13 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   if (mode == "env") {
     std::printf("ENV RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s "
-                "MASTER_ADDR=%s MASTER_PORT=%s RESTART=%s TORCHELASTIC_RESTART=%s TOKEN_LEN=%zu\n",
+                "MASTER_ADDR=%s MASTER_PORT=%s RESTART=%s TORCHELASTIC_RESTART=%s TOKEN_LEN=%zu "
+                "AGENT_STORE=%s/%s\n",
                 env("RANK").c_str(), env("WORLD_SIZE").c_str(), env("LOCAL_RANK").c_str(),
                 env("LOCAL_WORLD_SIZE").c_str(), env("GROUP_RANK").c_str(), env("MASTER_ADDR").c_str(),
                 env("MASTER_PORT").c_str(), env("EMBER_RESTART_COUNT").c_str(),
-                env("TORCHELASTIC_RESTART_COUNT").c_str(), env("EMBER_STORE_TOKEN").size());
+                env("TORCHELASTIC_RESTART_COUNT").c_str(), env("EMBER_STORE_TOKEN").size(),
+                env("TORCHELASTIC_USE_AGENT_STORE").c_str(), env("EMBER_USE_AGENT_STORE").c_str());
     std::printf("second line\nno newline at end");
     std::fflush(stdout);
     std::fprintf(stderr, "to stderr\n");

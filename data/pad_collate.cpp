@@ -26,16 +26,26 @@ std::pair<Tensor, Tensor> PadCollate::operator()(const std::vector<Tensor>& samp
     len[b] = s.size(0);
     T = std::max(T, len[b]);
   }
-  Tensor padded = full(batch_first_ ? IntList{B, T} : IntList{T, B}, padding_value_, TensorOptions(dtype));
+  // Copy each sequence and write the padding only where it goes (no fill-then-overwrite).
+  Tensor padded = empty(batch_first_ ? IntList{B, T} : IntList{T, B}, TensorOptions(dtype));
   const size_t es = element_size(dtype);
+  char pad[16];
+  {
+    Tensor one = full({1}, padding_value_, TensorOptions(dtype));  // the value in this dtype's bytes
+    std::memcpy(pad, one.raw_data(), es);
+  }
   char* out = static_cast<char*>(padded.raw_data());
+  auto put_pad = [&](char* dst) { std::memcpy(dst, pad, es); };
   for (int64_t b = 0; b < B; ++b) {
     Tensor s = samples[b].is_contiguous() ? samples[b] : native::contiguous(samples[b]);
     const char* src = static_cast<const char*>(s.raw_data());
     if (batch_first_) {
-      std::memcpy(out + static_cast<size_t>(b * T) * es, src, static_cast<size_t>(len[b]) * es);
+      char* row = out + static_cast<size_t>(b * T) * es;
+      std::memcpy(row, src, static_cast<size_t>(len[b]) * es);
+      for (int64_t t = len[b]; t < T; ++t) put_pad(row + static_cast<size_t>(t) * es);
     } else {
       for (int64_t t = 0; t < len[b]; ++t) std::memcpy(out + static_cast<size_t>(t * B + b) * es, src + t * es, es);
+      for (int64_t t = len[b]; t < T; ++t) put_pad(out + static_cast<size_t>(t * B + b) * es);
     }
   }
   return {std::move(padded), std::move(lengths)};

@@ -1,0 +1,130 @@
+// ember-bench-data: DataLoader throughput and first-batch latency on batches of 64
+// variable-length int64 sequences (lengths 10-50) through PadCollate with trivial per-sample
+// work, in the main process and with 2 forked workers; then the same work through PyTorch's
+// DataLoader (bench/bench_data_torch.py under /usr/bin/python3) in the same run.
+// Prints `name value unit` lines; each value is the median of several runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/ops/factory.h"
+#include "core/thread_pool.h"
+#include "data/dataloader.h"
+#include "data/pad_collate.h"
+
+#ifndef EMBER_BENCH_TORCH_SCRIPT
+#define EMBER_BENCH_TORCH_SCRIPT "bench/bench_data_torch.py"
+#endif
+
+namespace {
+
+using namespace ember;
+using namespace ember::data;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kBatchSize = 64;
+constexpr int kReps = 5;
+
+// Sample i: a sequence of 10 + (i * 2654435761) % 41 copies of i % 1000 (bench_data_torch.py matches).
+struct VarSeq : Dataset<Tensor> {
+  explicit VarSeq(size_t n) : n(n) {}
+  Tensor get(size_t i) override {
+    const int64_t len = 10 + static_cast<int64_t>((i * 2654435761ull) % 41);
+    Tensor t = empty({len}, TensorOptions(kInt64));
+    int64_t* p = t.data_ptr<int64_t>();
+    for (int64_t k = 0; k < len; ++k) p[k] = static_cast<int64_t>(i % 1000);
+    return t;
+  }
+  size_t size() const override { return n; }
+  size_t n;
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Run {
+  double batches_per_s;  // after the first batch
+  double first_batch_ms;  // from begin() (forking the workers) to the first batch
+};
+
+Run run_loader(int workers, size_t num_batches) {
+  auto ds = std::make_shared<VarSeq>(num_batches * kBatchSize);
+  DataLoader loader(ds, DataLoaderOptions{.batch_size = kBatchSize, .num_workers = workers}, PadCollate(0, true));
+  auto t0 = Clock::now();
+  Clock::time_point t1;
+  size_t n = 0;
+  int64_t checksum = 0;
+  for (auto& [padded, lengths] : loader) {
+    if (n == 0) t1 = Clock::now();
+    checksum += lengths.data_ptr<int64_t>()[0] + padded.size(1);
+    ++n;
+  }
+  auto t2 = Clock::now();
+  if (n != num_batches || checksum == 0) {
+    std::fprintf(stderr, "bench_data: expected %zu batches, got %zu\n", num_batches, n);
+    std::exit(1);
+  }
+  return {static_cast<double>(n - 1) / (ms_between(t1, t2) / 1000.0), ms_between(t0, t1)};
+}
+
+// Runs the PyTorch peer; returns its batches/s, or a negative value when it is unavailable.
+double run_torch(size_t num_batches) {
+  const char* script = std::getenv("EMBER_BENCH_TORCH_SCRIPT");
+  std::string cmd = std::string("/usr/bin/python3 ") + (script ? script : EMBER_BENCH_TORCH_SCRIPT) +
+                    " --batches " + std::to_string(num_batches) + " --reps " + std::to_string(kReps) + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  char line[512];
+  double value = -1;
+  std::string out;
+  while (std::fgets(line, sizeof(line), f)) {
+    out += line;
+    double v;
+    if (std::sscanf(line, "torch_loader_batches_per_s_w2 %lf", &v) == 1) value = v;
+  }
+  int rc = ::pclose(f);
+  if (value < 0 || rc != 0) {
+    std::printf("# torch peer unavailable (%s exited %d): %s", cmd.c_str(), rc, out.c_str());
+    return -1;
+  }
+  return value;
+}
+
+}  // namespace
+
+int main() {
+  ember::set_num_threads(1);  // the loader's own cost, not intra-op threads
+  const size_t w0_batches = 1000, w2_batches = 2000, torch_batches = 1000;
+
+  run_loader(0, 50);  // warm caches and the allocator
+  std::vector<double> w0, w2, first;
+  for (int r = 0; r < kReps; ++r) w0.push_back(run_loader(0, w0_batches).batches_per_s);
+  for (int r = 0; r < kReps; ++r) {
+    Run run = run_loader(2, w2_batches);
+    w2.push_back(run.batches_per_s);
+    first.push_back(run.first_batch_ms);
+  }
+  std::printf("loader_batches_per_s_w0 %.0f batches/s\n", median(w0));
+  std::printf("loader_batches_per_s_w2 %.0f batches/s\n", median(w2));
+  std::printf("loader_first_batch_ms_w2 %.2f ms\n", median(first));
+  std::fflush(stdout);
+
+  double torch_w2 = run_torch(torch_batches);
+  if (torch_w2 > 0) {
+    std::printf("torch_loader_batches_per_s_w2 %.0f batches/s\n", torch_w2);
+    std::printf("loader_vs_torch_batches_ratio_w2 %.2f x\n", median(w2) / torch_w2);
+  } else {
+    std::printf("# torch_loader_batches_per_s_w2 skipped: PyTorch is not importable by /usr/bin/python3; "
+                "loader_vs_torch_batches_ratio_w2 not computed\n");
+  }
+  return 0;
+}

@@ -232,7 +232,7 @@ bool FileStore::check_impl(const std::vector<std::string>& keys) {
 }
 
 void FileStore::wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = detail::deadline_after(timeout_ms);
   while (true) {
     {
       std::lock_guard<std::mutex> lock(mutex_);

@@ -16,7 +16,7 @@ void HashStore::set_impl(const std::string& key, const std::vector<uint8_t>& val
 
 std::vector<uint8_t> HashStore::get_impl(const std::string& key, int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = detail::deadline_after(timeout_ms);
   if (!cv_.wait_until(lock, deadline, [&] { return map_.count(key) > 0; }))
     EMBER_THROW(TimeoutError, "HashStore::get: timed out after ", timeout_ms,
                 " ms waiting for key '", key, "'");
@@ -65,7 +65,7 @@ bool HashStore::check_impl(const std::vector<std::string>& keys) {
 
 void HashStore::wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = detail::deadline_after(timeout_ms);
   if (cv_.wait_until(lock, deadline, [&] { return all_present_locked(keys); })) return;
   std::vector<std::string> missing;
   for (const auto& k : keys)

@@ -1,5 +1,6 @@
 #include "parallel/distributed/store.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/error.h"
@@ -93,6 +94,11 @@ int64_t parse_counter(const std::string& key, const std::vector<uint8_t>& value)
   EMBER_CHECK_T(ValueError, ec == std::errc() && ptr == last && !value.empty(), "Store::add: key '",
                 key, "' holds a value that is not an integer counter (", value.size(), " bytes)");
   return out;
+}
+
+std::chrono::steady_clock::time_point deadline_after(int64_t timeout_ms) {
+  constexpr int64_t kMaxMs = int64_t{100} * 365 * 24 * 3600 * 1000;
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp<int64_t>(timeout_ms, 0, kMaxMs));
 }
 
 std::vector<uint8_t> format_counter(int64_t value) { return to_bytes(std::to_string(value)); }

@@ -85,6 +85,9 @@ namespace detail {
 /// Parses a counter written by add(); throws ValueError naming key otherwise.
 int64_t parse_counter(const std::string& key, const std::vector<uint8_t>& value);
 std::vector<uint8_t> format_counter(int64_t value);
+/// now + timeout_ms, saturating (about a century at most) instead of overflowing, so a
+/// caller may pass a huge timeout to mean "practically forever".
+std::chrono::steady_clock::time_point deadline_after(int64_t timeout_ms);
 /// "['a', 'b']" for error messages.
 std::string format_keys(const std::vector<std::string>& keys);
 }  // namespace detail

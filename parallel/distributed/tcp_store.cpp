@@ -91,7 +91,7 @@ TCPStore::~TCPStore() = default;
 std::string TCPStore::where() const { return " (store server " + host_ + ":" + std::to_string(port_) + ")"; }
 
 TCPStore::ConnectionPtr TCPStore::open_connection(int64_t timeout_ms, bool retry_until_deadline) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = detail::deadline_after(timeout_ms);
   auto conn = std::make_unique<ClientConnection>();
   auto backoff = std::chrono::milliseconds(10);
   while (true) {
@@ -133,7 +133,7 @@ std::vector<uint8_t> TCPStore::call(const std::string& what, std::vector<uint8_t
   }
   if (!conn) conn = open_connection(timeout_ms, /*retry_until_deadline=*/false);
   std::vector<uint8_t> response;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline = detail::deadline_after(timeout_ms);
   switch (conn->request(frame, response, deadline)) {
     case ClientConnection::Result::kOk:
       break;

@@ -119,6 +119,18 @@ TEST_P(StoreTest, GetWaitsForALaterSet) {
   setter.join();
 }
 
+TEST_P(StoreTest, AHugeTimeoutWaitsInsteadOfOverflowing) {
+  auto s = stores(2);
+  std::thread setter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    s[1]->set("eventually", std::string("1"));
+  });
+  s[0]->wait({"eventually"}, INT64_MAX);
+  EXPECT_EQ(s[0]->get_string("eventually"), "1");
+  EXPECT_EQ(s[0]->get("eventually", INT64_MAX).size(), 1u);
+  setter.join();
+}
+
 TEST_P(StoreTest, GetTimesOutNamingKeyAndTimeout) {
   auto s = stores(1);
   s[0]->set_timeout(100);

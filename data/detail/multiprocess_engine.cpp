@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <poll.h>
@@ -122,6 +123,9 @@ std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& name,
 
 void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, void* dataset, const WorkerBody& body,
                  pid_t parent_pid, uint64_t engine_id) {
+  // Ctrl-C reaches the whole process group: let the parent handle it; workers then see
+  // end-of-stream and leave (as PyTorch's workers ignore SIGINT).
+  std::signal(SIGINT, SIG_IGN);
   const uint64_t seed = base_seed + static_cast<uint64_t>(worker_id);
   set_worker_info(WorkerInfo{worker_id, num_workers, seed, dataset});
   default_generator().manual_seed(seed);

@@ -169,6 +169,25 @@ TEST(DataLoaderFailure, FullDevShmIsAClearErrorNotSigbus) {
   expect_clean();
 }
 
+TEST(DataLoaderFailure, CtrlCInAWorkerIsLeftToTheParent) {
+  // Ctrl-C signals the whole process group; a worker must not die of it mid-epoch.
+  struct Interrupting : Dataset<int64_t> {
+    int64_t get(size_t i) override {
+      if (get_worker_info()) ::raise(SIGINT);
+      return static_cast<int64_t>(i);
+    }
+    size_t size() const override { return 4; }
+  };
+  DataLoader loader(std::make_shared<Interrupting>(), DataLoaderOptions{.num_workers = 2});
+  int n = 0;
+  for (auto& b : loader) {
+    (void)b;
+    ++n;
+  }
+  EXPECT_EQ(n, 4);
+  expect_clean();
+}
+
 TEST(DataLoaderFailure, PersistentLoaderRecoversAfterAWorkerDied) {
   auto ds = faulty(Faulty::kKillAt, 3);
   DataLoader loader(ds, DataLoaderOptions{.num_workers = 2, .persistent_workers = true});

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -27,16 +28,18 @@
 namespace ember::autograd {
 namespace {
 
+struct NodeTask;
+
 struct GraphTask {
   std::mutex mu;
-  std::unordered_map<Node*, int> deps;             // guarded by mu
-  std::unordered_map<Node*, TensorList> buffers;   // guarded by mu
+  std::vector<Node*> nodes;                        // every node counted (to reset their engine state)
   int outstanding = 0;                             // guarded by mu
   std::exception_ptr error;                        // guarded by mu
+  std::atomic<bool> failed{false};                 // error != nullptr, readable without mu
   std::condition_variable done_cv;
   bool keep_graph = false;
   bool inline_mode = false;
-  std::deque<struct NodeTask>* inline_queue = nullptr;
+  std::deque<NodeTask>* inline_queue = nullptr;
   // grad(): edges whose incoming gradient is captured, by (node, input_nr)
   std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture;
   TensorList* captured = nullptr;
@@ -62,6 +65,8 @@ struct ReadyQueue {
 };
 
 thread_local bool t_is_worker = false;
+thread_local int t_worker_device = -1;                 // flat index of this worker's device
+thread_local std::vector<NodeTask>* t_local = nullptr;  // same-device successors, run without a queue
 
 void run_task(NodeTask&& t);
 
@@ -92,14 +97,17 @@ class Workers {
     if (!queues_[idx]) {
       queues_[idx] = new ReadyQueue();
       ReadyQueue* q = queues_[idx];
-      std::thread([q] { worker_loop(q); }).detach();
+      std::thread([q, idx] { worker_loop(q, idx); }).detach();
     }
     return queues_[idx];
   }
 
-  static void worker_loop(ReadyQueue* q) {
+  static void worker_loop(ReadyQueue* q, int device_idx) {
     t_is_worker = true;
+    t_worker_device = device_idx;
     GradMode::set_enabled(false);
+    std::vector<NodeTask> local;
+    t_local = &local;
     for (;;) {
       NodeTask t;
       {
@@ -109,6 +117,12 @@ class Workers {
         q->q.pop();
       }
       run_task(std::move(t));
+      // Successors on this device made ready by that task run here, most recent first.
+      while (!local.empty()) {
+        NodeTask next = std::move(local.back());
+        local.pop_back();
+        run_task(std::move(next));
+      }
     }
   }
 
@@ -127,8 +141,12 @@ void schedule(const std::shared_ptr<GraphTask>& task, NodeTask&& t) {
   ++task->outstanding;
   if (task->inline_mode) {
     task->inline_queue->push_back(std::move(t));
+    return;
+  }
+  Device d = t.node->device();
+  if (t_local && d.flat_index() == t_worker_device) {
+    t_local->push_back(std::move(t));
   } else {
-    Device d = t.node->device();
     Workers::get().push(d, std::move(t));
   }
 }
@@ -154,77 +172,74 @@ void check_anomaly(Node& node, const TensorList& outs) {
   }
 }
 
-void run_task(NodeTask&& t) {
-  auto task = t.task;
-  Node& node = *t.node;
-  {
-    std::lock_guard<std::mutex> lk(task->mu);
-    if (task->error) {
-      if (--task->outstanding == 0) task->done_cv.notify_all();
-      return;
+void run_hooks(Node& node, TensorList& inputs) {
+  for (uint32_t i = 0; i < node.num_outputs() && i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    auto impl = node.output(i);
+    if (!impl || !impl->autograd) continue;
+    AutogradMeta& m = *impl->autograd;
+    for (auto& [id, hook] : m.hooks) {
+      Tensor r = hook(inputs[i]);
+      if (r.defined()) inputs[i] = r;
+    }
+    if (m.retains_grad) {
+      if (!m.grad) m.grad = std::make_unique<Tensor>();
+      *m.grad = m.grad->defined() ? native::add(*m.grad, inputs[i]) : native::clone(inputs[i]);
     }
   }
-  try {
-    TensorList& inputs = t.inputs;
-    // Hooks and retain_grad of the forward outputs this node produced.
-    const auto& outs = node.outputs();
-    for (size_t i = 0; i < outs.size() && i < inputs.size(); ++i) {
-      auto impl = outs[i].lock();
-      if (!impl || !impl->autograd || !inputs[i].defined()) continue;
-      AutogradMeta& m = *impl->autograd;
-      for (auto& [id, hook] : m.hooks) {
-        Tensor r = hook(inputs[i]);
-        if (r.defined()) inputs[i] = r;
-      }
-      if (m.retains_grad) {
-        if (!m.grad) m.grad = std::make_unique<Tensor>();
-        *m.grad = m.grad->defined() ? native::add(*m.grad, inputs[i]) : native::clone(inputs[i]);
-      }
-    }
-    if (task->captured) {
-      auto it = task->capture.find(&node);
-      if (it != task->capture.end()) {
-        for (auto [input_nr, slot] : it->second) {
-          if (input_nr < inputs.size() && inputs[input_nr].defined()) {
-            Tensor& dst = (*task->captured)[slot];
-            dst = dst.defined() ? native::add(dst, inputs[input_nr]) : inputs[input_nr];
+}
+
+void run_task(NodeTask&& t) {
+  auto& task = t.task;
+  Node& node = *t.node;
+  std::shared_ptr<GraphTask> keep = task;  // the waiter may free the task once outstanding hits 0
+  std::unique_lock<std::mutex> done_lock(keep->mu, std::defer_lock);
+  if (!task->failed.load(std::memory_order_acquire)) {
+    try {
+      TensorList& inputs = t.inputs;
+      run_hooks(node, inputs);
+      if (task->captured) {
+        auto it = task->capture.find(&node);
+        if (it != task->capture.end()) {
+          for (auto [input_nr, slot] : it->second) {
+            if (input_nr < inputs.size() && inputs[input_nr].defined()) {
+              Tensor& dst = (*task->captured)[slot];
+              dst = dst.defined() ? native::add(dst, inputs[input_nr]) : inputs[input_nr];
+            }
           }
         }
       }
-    }
-    TensorList outputs;
-    bool is_acc = dynamic_cast<AccumulateGrad*>(&node) != nullptr;
-    if (!is_acc || task->run_accumulate) {
-      outputs = node.apply(std::move(inputs));
-      if (AnomalyMode::is_enabled()) check_anomaly(node, outputs);
-    }
-    if (!task->keep_graph) node.release_variables();
-    const auto& edges = node.next_edges();
-    std::lock_guard<std::mutex> lk(task->mu);
-    for (size_t j = 0; j < edges.size(); ++j) {
-      const Edge& e = edges[j];
-      if (!e.valid()) continue;
-      auto dit = task->deps.find(e.fn.get());
-      if (dit == task->deps.end()) continue;  // pruned
-      auto& buf = task->buffers[e.fn.get()];
-      if (buf.empty()) buf.resize(std::max<uint32_t>(e.fn->num_outputs(), e.input_nr + 1));
-      if (j < outputs.size()) accumulate_into(buf, e.input_nr, std::move(outputs[j]));
-      if (--dit->second == 0) {
-        NodeTask next{task, e.fn, std::move(buf)};
-        task->buffers.erase(e.fn.get());
-        schedule(task, std::move(next));
+      TensorList outputs;
+      if (task->run_accumulate || !dynamic_cast<AccumulateGrad*>(&node)) {
+        outputs = node.apply(std::move(inputs));
+        if (AnomalyMode::is_enabled()) check_anomaly(node, outputs);
+      }
+      if (!task->keep_graph) node.release_variables();
+      const auto& edges = node.next_edges();
+      done_lock.lock();
+      for (size_t j = 0; j < edges.size(); ++j) {
+        const Edge& e = edges[j];
+        if (!e.valid() || e.fn->engine_task_ != task.get()) continue;  // pruned or not part of this pass
+        Node& next = *e.fn;
+        TensorList& buf = next.engine_inputs_;
+        if (buf.empty()) buf.resize(std::max<uint32_t>(next.num_outputs(), e.input_nr + 1));
+        if (j < outputs.size()) accumulate_into(buf, e.input_nr, std::move(outputs[j]));
+        if (--next.engine_deps_ == 0) schedule(task, NodeTask{task, e.fn, std::move(buf)});
+      }
+    } catch (const std::exception& ex) {
+      if (!done_lock.owns_lock()) done_lock.lock();
+      if (!task->error) {
+        std::string msg = ex.what();
+        if (msg.find("in backward of ") == std::string::npos) msg = "in backward of " + node.name() + ": " + msg;
+        task->error = std::make_exception_ptr(Error(msg));
+        task->failed.store(true, std::memory_order_release);
       }
     }
-  } catch (const std::exception& ex) {
-    std::lock_guard<std::mutex> lk(task->mu);
-    if (!task->error) {
-      std::string msg = ex.what();
-      if (msg.find("in backward of ") == std::string::npos) msg = "in backward of " + node.name() + ": " + msg;
-      task->error = std::make_exception_ptr(Error(msg));
-    }
   }
-  std::lock_guard<std::mutex> lk(task->mu);
-  if (--task->outstanding == 0) task->done_cv.notify_all();
+  if (!done_lock.owns_lock()) done_lock.lock();
+  if (--keep->outstanding == 0) keep->done_cv.notify_all();
+  done_lock.unlock();
+  t = NodeTask();
 }
 
 }  // namespace
@@ -245,20 +260,48 @@ void execute(const std::vector<Edge>& roots, TensorList root_grads, bool keep_gr
     }
   }
   // Count dependencies over every node reachable from the roots.
-  std::vector<Node*> stack;
-  for (const Edge& r : roots) {
-    if (r.valid() && task->deps.emplace(r.fn.get(), 0).second) stack.push_back(r.fn.get());
-  }
-  while (!stack.empty()) {
-    Node* n = stack.back();
-    stack.pop_back();
-    for (const Edge& e : n->next_edges()) {
-      if (!e.valid()) continue;
-      auto [it, inserted] = task->deps.emplace(e.fn.get(), 0);
-      ++it->second;
-      if (inserted) stack.push_back(e.fn.get());
+  auto claim = [&](Node* n) {
+    EMBER_CHECK(n->engine_task_ == nullptr, "backward: another backward pass is running through part of this graph "
+                "(", n->name(), "); concurrent backward over shared graph nodes is not supported");
+    n->engine_task_ = task.get();
+    n->engine_deps_ = 0;
+    n->engine_inputs_.clear();
+    task->nodes.push_back(n);
+  };
+  struct Release {
+    GraphTask* t;
+    ~Release() {
+      for (Node* n : t->nodes) {
+        n->engine_task_ = nullptr;
+        n->engine_inputs_.clear();
+      }
     }
+  };
+  std::vector<Node*> stack;
+  try {
+    for (const Edge& r : roots) {
+      if (r.valid() && r.fn->engine_task_ != task.get()) {
+        claim(r.fn.get());
+        stack.push_back(r.fn.get());
+      }
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const Edge& e : n->next_edges()) {
+        if (!e.valid()) continue;
+        if (e.fn->engine_task_ != task.get()) {
+          claim(e.fn.get());
+          stack.push_back(e.fn.get());
+        }
+        ++e.fn->engine_deps_;
+      }
+    }
+  } catch (...) {
+    Release{task.get()};
+    throw;
   }
+  Release release{task.get()};
   std::deque<NodeTask> local;
   if (t_is_worker) {
     task->inline_mode = true;
@@ -269,17 +312,14 @@ void execute(const std::vector<Edge>& roots, TensorList root_grads, bool keep_gr
     for (size_t i = 0; i < roots.size(); ++i) {
       const Edge& r = roots[i];
       if (!r.valid()) continue;
-      auto& buf = task->buffers[r.fn.get()];
+      auto& buf = r.fn->engine_inputs_;
       if (buf.empty()) buf.resize(std::max<uint32_t>(r.fn->num_outputs(), r.input_nr + 1));
       accumulate_into(buf, r.input_nr, std::move(root_grads[i]));
     }
     for (const Edge& r : roots) {
-      if (!r.valid()) continue;
-      auto it = task->buffers.find(r.fn.get());
-      if (it == task->buffers.end() || task->deps[r.fn.get()] != 0) continue;
-      NodeTask t{task, r.fn, std::move(it->second)};
-      task->buffers.erase(it);
-      schedule(task, std::move(t));
+      if (!r.valid() || r.fn->engine_deps_ != 0 || r.fn->engine_inputs_.empty()) continue;
+      schedule(task, NodeTask{task, r.fn, std::move(r.fn->engine_inputs_)});
+      r.fn->engine_inputs_.clear();
     }
   }
   if (task->inline_mode) {

@@ -12,8 +12,28 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 Node::Node() : sequence_nr_(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
+Node::~Node() {
+  // Take over predecessors that only we keep alive and free them one at a time.
+  std::vector<std::shared_ptr<Node>> stack;
+  auto adopt = [&stack](std::vector<Edge>& edges) {
+    for (auto& e : edges) {
+      if (e.fn && e.fn.use_count() == 1) stack.push_back(std::move(e.fn));
+    }
+  };
+  adopt(next_edges_);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    adopt(n->next_edges_);
+  }
+}
+
 void Node::add_output(const Tensor& t) {
-  outputs_.push_back(t.impl_ptr());
+  if (num_outputs_ == 0) {
+    output0_ = t.impl_ptr();
+  } else {
+    more_outputs_.push_back(t.impl_ptr());
+  }
   ++num_outputs_;
 }
 
@@ -150,12 +170,5 @@ void set_history(const std::shared_ptr<Node>& node, const std::vector<const Tens
   set_history_impl(node, inputs, outputs);
 }
 
-std::shared_ptr<FunctionNode> record(const char* name, std::initializer_list<const Tensor*> inputs,
-                                     std::initializer_list<Tensor*> outputs, FunctionNode::Backward backward) {
-  if (!any_requires_grad(inputs)) return nullptr;
-  auto node = std::make_shared<FunctionNode>(name, std::move(backward));
-  set_history_impl(node, inputs, outputs);
-  return node;
-}
 
 }  // namespace ember::autograd

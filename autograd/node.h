@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct Edge {
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node();
-  virtual ~Node() = default;
+  /// Releases long chains of predecessors iteratively (no deep recursion on 100k-op graphs).
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
@@ -47,7 +49,10 @@ class Node : public std::enable_shared_from_this<Node> {
 
   /// Forward outputs (weakly held) so the engine can run their hooks and retain_grad.
   void add_output(const Tensor& t);
-  const std::vector<std::weak_ptr<TensorImpl>>& outputs() const { return outputs_; }
+  /// The forward output `i`, if it is still alive.
+  std::shared_ptr<TensorImpl> output(uint32_t i) const {
+    return i == 0 ? output0_.lock() : (i - 1 < more_outputs_.size() ? more_outputs_[i - 1].lock() : nullptr);
+  }
 
   /// Anomaly mode: the forward op that created this node.
   const std::string& forward_context() const { return forward_context_; }
@@ -60,8 +65,16 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr_;
   Device device_;
   uint32_t num_outputs_ = 0;
-  std::vector<std::weak_ptr<TensorImpl>> outputs_;
+  std::weak_ptr<TensorImpl> output0_;
+  std::vector<std::weak_ptr<TensorImpl>> more_outputs_;
   std::string forward_context_;
+
+ public:
+  // Engine bookkeeping for the one backward pass using this node, guarded by that pass's
+  // mutex (see Note [Engine threads]).
+  void* engine_task_ = nullptr;
+  int engine_deps_ = 0;
+  TensorList engine_inputs_;
 };
 
 std::string node_name(const Node* n);
@@ -94,25 +107,50 @@ class AccumulateGrad : public Node {
   Tensor variable_;
 };
 
-/// A node whose backward is a lambda (what the built-in ops use).
+/// A node whose backward is a callable taking (FunctionNode& self, TensorList& grads).
 class FunctionNode : public Node {
  public:
   using Backward = std::function<TensorList(FunctionNode& self, TensorList& grads)>;
   FunctionNode(const char* name, Backward backward) : name_(name), backward_(std::move(backward)) {}
   TensorList apply(TensorList&& grads) override {
+    check_not_released();
+    return call(grads);
+  }
+  std::string name() const override { return name_; }
+  void release_variables() override {
+    released_ = true;
+    drop();
+  }
+  bool released() const { return released_; }
+
+ protected:
+  explicit FunctionNode(const char* name) : name_(name) {}
+  virtual TensorList call(TensorList& grads) { return backward_(*this, grads); }
+  virtual void drop() { backward_ = nullptr; }
+  void check_not_released() const {
     EMBER_CHECK(!released_, "trying to backward through the graph a second time (or directly access saved tensors "
                 "after they have already been freed). Saved intermediate values of the graph are freed when you call "
                 "backward(). Specify retain_graph=true if you need to backward through the graph a second time.");
-    return backward_(*this, grads);
   }
-  std::string name() const override { return name_; }
-  void release_variables() override { released_ = true; backward_ = nullptr; }
-  bool released() const { return released_; }
 
  private:
   const char* name_;
   Backward backward_;
   bool released_ = false;
+};
+
+/// FunctionNode holding its lambda inline (one allocation per recorded op).
+template <typename F>
+class LambdaNode final : public FunctionNode {
+ public:
+  LambdaNode(const char* name, F f) : FunctionNode(name), f_(std::move(f)) {}
+
+ protected:
+  TensorList call(TensorList& grads) override { return (*f_)(static_cast<FunctionNode&>(*this), grads); }
+  void drop() override { f_.reset(); }
+
+ private:
+  std::optional<F> f_;
 };
 
 /// The edge a gradient for `t` should flow along (grad_fn, or the leaf's accumulator).
@@ -127,8 +165,15 @@ void set_history(const std::shared_ptr<Node>& node, std::initializer_list<const 
 void set_history(const std::shared_ptr<Node>& node, const std::vector<const Tensor*>& inputs,
                  const std::vector<Tensor*>& outputs);
 /// Records a FunctionNode for outputs computed from inputs; no-op when no input needs grad.
+/// `backward(FunctionNode& self, TensorList& grads) -> TensorList` (one gradient per input).
 /// Returns the node (or null).
+template <typename F>
 std::shared_ptr<FunctionNode> record(const char* name, std::initializer_list<const Tensor*> inputs,
-                                     std::initializer_list<Tensor*> outputs, FunctionNode::Backward backward);
+                                     std::initializer_list<Tensor*> outputs, F&& backward) {
+  if (!any_requires_grad(inputs)) return nullptr;
+  auto node = std::make_shared<LambdaNode<std::decay_t<F>>>(name, std::forward<F>(backward));
+  set_history(node, inputs, outputs);
+  return node;
+}
 
 }  // namespace ember::autograd

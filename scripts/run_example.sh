@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-cmake --preset cpu -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_BENCH=OFF >/dev/null
+cmake --preset cpu >/dev/null
 cmake --build build/cpu -j "$(nproc)" --target rnn_dp
 exec ./build/cpu/examples/rnn_dp/rnn_dp "$@"

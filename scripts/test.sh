@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 EMBER_SETUP_TORCH=1 ./scripts/setup.sh
 jobs=${EMBER_BUILD_JOBS:-$(nproc)}
-cmake --preset cpu >/dev/null
+cmake --preset cpu -DEMBER_BUILD_TESTS=ON -DEMBER_BUILD_BENCH=ON -DEMBER_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build/cpu -j "$jobs"
 if [ -x /usr/local/cuda/bin/nvcc ] && [ "${EMBER_SKIP_CUDA_BUILD:-0}" != 1 ]; then
   echo "== compiling the EMBER_CUDA=ON configuration (tests skip without a GPU) =="

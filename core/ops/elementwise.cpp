@@ -207,9 +207,12 @@ void check_inplace_shape(const char* name, const Tensor& self, const Tensor& oth
               " doesn't match the broadcast shape ", shape);
 }
 
+// PyTorch's can_cast: a result may be written into self unless that lowers its category (float ->
+// integer, integer -> bool); within a category (float64 into float32, int64 into int32) it may.
 void check_inplace_dtype(const char* name, const Tensor& self, DType result) {
-  EMBER_CHECK_T(TypeError, promote_types(self.dtype(), result) == self.dtype() || self.dtype() == result, name,
-                ": result type ", result, " can't be cast to the desired output type ", self.dtype());
+  auto cat = [](DType t) { return t == kBool ? 0 : (is_integral(t) ? 1 : 2); };
+  EMBER_CHECK_T(TypeError, cat(result) <= cat(self.dtype()), name, ": result type ", result,
+                " can't be cast to the desired output type ", self.dtype());
 }
 
 Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, double alpha, const char* name) {
@@ -370,16 +373,26 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   IntList shape = broadcast_shapes(a.sizes(), mask.sizes(), "masked_fill");
-  Tensor out = contiguous(shape == a.sizes() ? clone(a) : contiguous(expand(a, shape)));
-  if (out.is_same(a)) out = clone(a);
+  // Always a fresh tensor: an expanded view of `a` can itself be contiguous (e.g. [4] -> [1, 4]).
+  Tensor out = clone(shape == a.sizes() ? a : expand(a, shape));
   return masked_fill_(out, mask, value);
 }
 
 Tensor& add_(Tensor& self, const Tensor& other, double alpha) { return binary_(BinaryOp::Add, self, other, alpha, "add_"); }
 Tensor& mul_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Mul, self, other, 1, "mul_"); }
-Tensor& div_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Div, self, other, 1, "div_"); }
-Tensor& add_(Tensor& self, double other) { return unary_(UnaryOp::AddScalar, self, other, 0, "add_"); }
-Tensor& mul_(Tensor& self, double other) { return unary_(UnaryOp::MulScalar, self, other, 0, "mul_"); }
+Tensor& div_(Tensor& self, const Tensor& other) {
+  // True division: the result is floating, so integer self is refused (never divided in integers).
+  if (!is_floating_point(self.dtype())) check_inplace_dtype("div_", self, float_compute(self));
+  return binary_(BinaryOp::Div, self, other, 1, "div_");
+}
+Tensor& add_(Tensor& self, double other) {
+  check_inplace_dtype("add_", self, scalar_result_type(self.dtype(), other));
+  return unary_(UnaryOp::AddScalar, self, other, 0, "add_");
+}
+Tensor& mul_(Tensor& self, double other) {
+  check_inplace_dtype("mul_", self, scalar_result_type(self.dtype(), other));
+  return unary_(UnaryOp::MulScalar, self, other, 0, "mul_");
+}
 Tensor& sqrt_(Tensor& self) {
   EMBER_CHECK_T(TypeError, self.is_floating_point(), "sqrt_: expected a floating-point tensor, got ", self.dtype());
   return unary_(UnaryOp::Sqrt, self, 0, 0, "sqrt_");
@@ -399,6 +412,8 @@ Tensor& ternary_inplace(TernaryOp op, Tensor& self, const Tensor& a, const Tenso
   detail::check_same_device(name, {&self, &a, &b});
   check_inplace_shape(name, self, a);
   check_inplace_shape(name, self, b);
+  check_inplace_dtype(name, self, result_type(self, a));
+  check_inplace_dtype(name, self, result_type(self, b));
   Tensor ac = cast_if_needed(a, self.dtype()), bc = cast_if_needed(b, self.dtype());
   auto plan = detail::make_plan(self, {&self, &ac, &bc});
   if (self.device().is_cuda()) {

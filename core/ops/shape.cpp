@@ -348,6 +348,8 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   EMBER_CHECK_T(IndexError, a.dim() > 0, "chunk: expects at least a 1-dimensional tensor");
   dim = wrap_dim(dim, a.dim(), "chunk");
   int64_t n = a.sizes()[dim];
+  // A 0-size dim splits into `chunks` empty pieces, as in PyTorch (split would return one).
+  if (n == 0) return split_with_sizes(a, IntList(static_cast<size_t>(chunks), 0), dim);
   int64_t size = (n + chunks - 1) / chunks;
   return split(a, std::max<int64_t>(size, 1), dim);
 }

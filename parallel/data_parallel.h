@@ -1,0 +1,126 @@
+// DataParallel<M>: single-process data parallelism (torch.nn.DataParallel). Each call scatters
+// the batch over the devices (each argument along its own scatter dim), replicates the module
+// (parameters broadcast with autograd, buffers copied), runs the replicas concurrently, one
+// thread per device, and gathers the outputs on the output device. Backward runs each replica's
+// part on its device's engine thread and sums the gradients into the wrapped module's .grad.
+// The wrapped module is registered as the child "module" (state_dict keys "module.<name>").
+// Not thread-safe (a Module): one call at a time per DataParallel.
+#pragma once
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "nn/module.h"
+#include "parallel/parallel_apply.h"
+#include "parallel/replicate.h"
+#include "parallel/scatter_gather.h"
+
+namespace ember::parallel {
+
+/// All CUDA devices when there are any, else {cpu:0, cpu:1}.
+std::vector<Device> default_data_parallel_devices();
+
+struct DataParallelOptions {
+  std::vector<Device> devices;         // empty: default_data_parallel_devices()
+  std::optional<Device> output_device;  // empty: devices[0]
+  int64_t dim = 0;                      // gather dim, and scatter dim of arguments without their own
+  IntList scatter_dims;                 // argument k is split along scatter_dims[k] (when given)
+};
+
+namespace detail {
+/// Throws unless every parameter and buffer of `module` is on `device` (PyTorch's message).
+void check_module_on_device(const nn::Module& module, Device device);
+template <class T>
+decltype(auto) to_device(T&& v, Device device) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<T>, Tensor>) {
+    return v.defined() ? ember::to(v, device) : Tensor();
+  } else {
+    return std::forward<T>(v);
+  }
+}
+}  // namespace detail
+
+template <class M>
+class DataParallel : public nn::Module {
+ public:
+  /// Wraps `module`, whose parameters and buffers must be on devices[0] when called.
+  /// Throws ValueError for a null module or an empty/duplicated device list.
+  explicit DataParallel(std::shared_ptr<M> module, std::vector<Device> devices = {},
+                        std::optional<Device> output_device = std::nullopt, int64_t dim = 0)
+      : DataParallel(std::move(module), DataParallelOptions{std::move(devices), output_device, dim, {}}) {}
+
+  DataParallel(std::shared_ptr<M> module, DataParallelOptions options) : nn::Module("DataParallel") {
+    EMBER_CHECK_T(ValueError, module != nullptr, "DataParallel: the module is null");
+    devices_ = options.devices.empty() ? default_data_parallel_devices() : std::move(options.devices);
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        EMBER_CHECK_T(ValueError, devices_[i] != devices_[j], "DataParallel: device ", devices_[i],
+                      " is listed twice in device_ids");
+      }
+    }
+    output_device_ = options.output_device ? *options.output_device : devices_[0];
+    dim_ = options.dim;
+    scatter_dims_ = std::move(options.scatter_dims);
+    module_ = register_module("module", std::move(module));
+  }
+
+  /// Argument k of a call is split along dims[k]; later arguments use dim. E.g. {1, 0} for
+  /// (padded_input [T x B x *], lengths [B]).
+  DataParallel& scatter_dims(IntList dims) {
+    scatter_dims_ = std::move(dims);
+    return *this;
+  }
+  const IntList& scatter_dims() const { return scatter_dims_; }
+
+  /// Calls M::forward on each replica's share of the arguments and gathers the results. Tensor
+  /// arguments (also in vectors/tuples) are split along their scatter dim, others given to each
+  /// replica unchanged. Returns what M::forward returns (Tensor, tuples/pairs/vectors of them).
+  template <class... Args>
+  auto forward(Args&&... args) {
+    using R = std::remove_cvref_t<decltype(module_->forward(std::declval<std::remove_cvref_t<Args>&>()...))>;
+    detail::check_module_on_device(*module_, devices_[0]);
+    if (devices_.size() == 1) return R(module_->forward(detail::to_device(std::forward<Args>(args), devices_[0])...));
+    ScatterSpec spec{scatter_dims_, dim_, std::nullopt};
+    std::vector<std::tuple<std::remove_cvref_t<Args>...>> inputs = scatter_args(devices_, spec, args...);
+    if (inputs.empty()) return R(module_->forward(std::forward<Args>(args)...));  // no tensor to split
+    if (inputs.size() == 1) {
+      // One chunk (batch of 1): the module itself on devices[0] computes exactly what a replica would.
+      R out = std::apply([&](auto&... a) { return R(module_->forward(a...)); }, inputs[0]);
+      return R(gather(std::vector<R>{std::move(out)}, output_device_, dim_));
+    }
+    std::vector<Device> used(devices_.begin(), devices_.begin() + static_cast<std::ptrdiff_t>(inputs.size()));
+    auto replicas = replicate(module_, used);
+    std::vector<R> outputs = parallel_apply(replicas, inputs, used);
+    return R(gather(outputs, output_device_, dim_));
+  }
+  template <class... Args>
+  auto operator()(Args&&... args) {
+    return forward(std::forward<Args>(args)...);
+  }
+
+  const std::shared_ptr<M>& module() const { return module_; }
+  const std::vector<Device>& device_ids() const { return devices_; }
+  Device output_device() const { return output_device_; }
+  int64_t dim() const { return dim_; }
+
+  void pretty_print(std::ostream& os) const override {
+    os << "DataParallel(device_ids=[";
+    for (size_t i = 0; i < devices_.size(); ++i) os << (i ? ", " : "") << devices_[i];
+    os << "], output_device=" << output_device_ << ", dim=" << dim_ << ")\n  (module): ";
+    module_->pretty_print(os);
+  }
+
+ private:
+  std::shared_ptr<M> module_;
+  std::vector<Device> devices_;
+  Device output_device_;
+  int64_t dim_ = 0;
+  IntList scatter_dims_;
+};
+
+}  // namespace ember::parallel

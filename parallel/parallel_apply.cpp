@@ -1,0 +1,210 @@
+#include "parallel/parallel_apply.h"
+
+#include <cxxabi.h>
+#include <pthread.h>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <typeinfo>
+
+#include "autograd/grad_mode.h"
+
+// Note [Replica threads]
+// Each device has one persistent replica thread with a FIFO of jobs, started on first use
+// (DataParallel calls parallel_apply every step; starting threads each time would cost more
+// than small replicas' forward). A call that lists a device twice gets a second thread for the
+// second occurrence, so replicas of one call never wait on each other. A parallel_run issued
+// from a replica thread (a DataParallel inside a replica) starts plain std::threads instead:
+// queueing behind its own job would deadlock. Concurrent parallel_run calls from different
+// user threads share the device threads; their jobs run in arrival order. After fork() the
+// child forgets the parent's threads (leaked, as the engine's) and starts new ones on demand.
+
+namespace ember::parallel {
+namespace {
+
+thread_local bool t_is_replica_thread = false;
+
+// What a group of jobs waits on.
+struct Latch {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t pending = 0;  // guarded by mu
+  void count_down() {
+    std::lock_guard<std::mutex> lk(mu);
+    if (--pending == 0) cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait(lk, [&] { return pending == 0; });
+  }
+};
+
+struct Worker {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> jobs;  // guarded by mu
+};
+
+class ReplicaThreads {
+ public:
+  static ReplicaThreads& get() {
+    static ReplicaThreads* threads = [] {
+      auto* p = new ReplicaThreads();  // leaked: its threads outlive static destruction
+      pthread_atfork(nullptr, nullptr, [] { ReplicaThreads::get().reset_after_fork(); });
+      return p;
+    }();
+    return *threads;
+  }
+
+  /// Queues `job` on the thread for the `occurrence`-th use of `device` in one call.
+  void post(Device device, int occurrence, std::function<void()> job) {
+    Worker* w = worker(device, occurrence);
+    {
+      std::lock_guard<std::mutex> lk(w->mu);
+      w->jobs.push_back(std::move(job));
+    }
+    w->cv.notify_one();
+  }
+
+ private:
+  Worker* worker(Device device, int occurrence) {
+    std::lock_guard<std::mutex> lk(mu_);
+    Worker*& w = workers_[{device.flat_index(), occurrence}];
+    if (!w) {
+      w = new Worker();
+      Worker* raw = w;
+      std::thread([raw] { loop(raw); }).detach();
+    }
+    return w;
+  }
+
+  static void loop(Worker* w) {
+    t_is_replica_thread = true;
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lk(w->mu);
+        w->cv.wait(lk, [&] { return !w->jobs.empty(); });
+        job = std::move(w->jobs.front());
+        w->jobs.pop_front();
+      }
+      job();  // never throws: parallel_run's jobs catch everything
+    }
+  }
+
+  void reset_after_fork() {
+    new (&mu_) std::mutex();
+    new (&workers_) std::map<std::pair<int, int>, Worker*>();  // the old map and workers are leaked
+  }
+
+  std::mutex mu_;
+  std::map<std::pair<int, int>, Worker*> workers_;  // guarded by mu_
+};
+
+// "ValueError" for ember's own types, else the demangled name ("std::out_of_range").
+std::string type_name(const std::type_info& ti) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(ti.name(), nullptr, nullptr, &status);
+  std::string name = (status == 0 && demangled) ? demangled : ti.name();
+  std::free(demangled);
+  const std::string prefix = "ember::";
+  if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
+  return name;
+}
+
+struct Failure {
+  std::exception_ptr error;
+  std::string type;
+  std::string message;
+};
+
+[[noreturn]] void rethrow_with_context(const Failure& f, size_t replica, Device device) {
+  std::ostringstream os;
+  os << "Caught " << f.type << " in replica " << replica << " on device " << device << ": " << f.message;
+  std::string msg = os.str();
+  // Same ember type as the original, so callers can still catch e.g. ValueError.
+  try {
+    std::rethrow_exception(f.error);
+  } catch (const ValueError&) {
+    throw ValueError(msg);
+  } catch (const TypeError&) {
+    throw TypeError(msg);
+  } catch (const IndexError&) {
+    throw IndexError(msg);
+  } catch (const NotImplementedError&) {
+    throw NotImplementedError(msg);
+  } catch (const OutOfMemoryError&) {
+    throw OutOfMemoryError(msg);
+  } catch (const DistributedError&) {
+    throw DistributedError(msg);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(msg);
+  } catch (...) {
+    throw Error(msg);
+  }
+}
+
+}  // namespace
+
+void parallel_run(const std::vector<std::function<void()>>& fns, const std::vector<Device>& devices) {
+  EMBER_CHECK_T(ValueError, fns.size() == devices.size(), "parallel_apply: got ", fns.size(), " replicas and ",
+                devices.size(), " devices");
+  if (fns.empty()) return;
+  const bool grad = autograd::GradMode::is_enabled();
+  std::vector<Failure> failures(fns.size());
+  Latch latch;
+  latch.pending = fns.size();
+  auto job = [&](size_t i) {
+    return [&, i] {
+      try {
+        autograd::AutoGradMode mode(grad);
+        fns[i]();
+      } catch (const std::exception& e) {
+        failures[i] = {std::current_exception(), type_name(typeid(e)), e.what()};
+      } catch (...) {
+        failures[i] = {std::current_exception(), "unknown exception", "(not a std::exception)"};
+      }
+      latch.count_down();
+    };
+  };
+  if (fns.size() == 1) {
+    job(0)();
+  } else if (t_is_replica_thread) {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < fns.size(); ++i) {
+      threads.emplace_back([f = job(i)] {
+        t_is_replica_thread = true;
+        f();
+      });
+    }
+    for (auto& t : threads) t.join();
+  } else {
+    std::map<int, int> seen;
+    for (size_t i = 0; i < fns.size(); ++i) {
+      int occurrence = seen[devices[i].flat_index()]++;
+      ReplicaThreads::get().post(devices[i], occurrence, job(i));
+    }
+  }
+  latch.wait();
+  for (size_t i = 0; i < failures.size(); ++i) {
+    if (failures[i].error) rethrow_with_context(failures[i], i, devices[i]);
+  }
+}
+
+namespace detail {
+Device replica_device(const nn::Module& replica, const std::vector<Tensor>& input_tensors, size_t i) {
+  for (const auto& p : replica.parameters()) return p.device();
+  for (const auto& b : replica.buffers()) return b.device();
+  if (!input_tensors.empty()) return input_tensors.front().device();
+  return Device::cpu(static_cast<int>(i));
+}
+}  // namespace detail
+
+}  // namespace ember::parallel

@@ -1,0 +1,285 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "core/ops/native.h"
+#include "core/ops/random.h"
+#include "nn/detail/gather_rows.h"
+
+namespace ember::nn {
+namespace detail {
+namespace {
+
+const char* module_name(RnnMode m) {
+  switch (m) {
+    case RnnMode::kLstm: return "LSTM";
+    case RnnMode::kGru: return "GRU";
+    default: return "RNN";
+  }
+}
+
+std::string size_tuple(const IntList& s) {
+  std::ostringstream os;
+  os << '(';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ')';
+  return os.str();
+}
+
+std::vector<int64_t> int64_values(const Tensor& t) {
+  Tensor c = native::contiguous(native::to(t, kInt64));
+  const int64_t* p = c.data_ptr<int64_t>();
+  return std::vector<int64_t>(p, p + c.numel());
+}
+
+// Reorders dim 1 of a [L*D, B, H] state: out[:, j] = state[:, perm[j]].
+Tensor permute_batch(const Tensor& state, const Tensor& permutation) {
+  if (!permutation.defined() || !state.defined()) return state;
+  std::vector<int64_t> perm = int64_values(permutation);
+  const int64_t layers = state.size(0), batch = state.size(1);
+  EMBER_CHECK_T(ValueError, static_cast<int64_t>(perm.size()) == batch, "rnn: the permutation has ", perm.size(),
+                " entries for a batch of ", batch);
+  auto map = std::make_shared<RowMap>();
+  map->index.resize(static_cast<size_t>(layers * batch));
+  for (int64_t l = 0; l < layers; ++l) {
+    for (int64_t j = 0; j < batch; ++j) map->index[static_cast<size_t>(l * batch + j)] = l * batch + perm[static_cast<size_t>(j)];
+  }
+  map->compute_inverse(layers * batch);
+  return gather_rows(state, map, state.sizes());
+}
+
+Tensor inter_layer_dropout(const Tensor& x, double p) {
+  if (p >= 1.0) return mul(x, 0.0);
+  Tensor mask = bernoulli(x.sizes(), 1.0 - p, TensorOptions(x.dtype()).device(x.device()));
+  native::mul_(mask, 1.0 / (1.0 - p));
+  return mul(x, mask);
+}
+
+void check_state(const RnnConfig& c, const Tensor& h, const IntList& expected, const char* what) {
+  EMBER_CHECK(h.sizes() == expected, "Expected ", what, " size ", size_tuple(expected), ", got ", h.sizes());
+}
+
+void check_dtypes(const RnnConfig& c, const std::vector<Tensor>& weights, const Tensor& x, const Tensor& h0,
+                  const Tensor& c0) {
+  const char* name = module_name(c.mode);
+  EMBER_CHECK_T(TypeError, x.dtype() == kFloat32 || x.dtype() == kFloat64, name,
+                ": expected a float32 or float64 input, got ", x.dtype());
+  EMBER_CHECK(x.device().is_cpu(), name, ": only CPU tensors are supported in this build, got input on ", x.device());
+  for (const Tensor& w : weights) {
+    EMBER_CHECK_T(TypeError, w.dtype() == x.dtype() && w.device() == x.device(), name, ": input is ", x.dtype(),
+                  " on ", x.device(), " but a parameter is ", w.dtype(), " on ", w.device(),
+                  "; convert the module with to(dtype) or the input to match");
+  }
+  for (const Tensor* h : {&h0, &c0}) {
+    EMBER_CHECK_T(TypeError, !h->defined() || (h->dtype() == x.dtype() && h->device() == x.device()), name,
+                  ": input is ", x.dtype(), " on ", x.device(), " but a hidden state is ", h->dtype(), " on ",
+                  h->device());
+  }
+}
+
+// The stack of layers over packed rows; h0/c0 [L*D, B, H] in sorted order (undefined = zeros).
+std::tuple<Tensor, Tensor, Tensor> forward_rows(const RnnConfig& c, const std::vector<Tensor>& weights, bool training,
+                                                const Tensor& data, const std::shared_ptr<const PackedSteps>& steps,
+                                                Tensor h0, Tensor c0) {
+  const int64_t D = c.num_directions(), L = c.num_layers, H = c.hidden_size, B = steps->batch_sizes[0];
+  const bool lstm = c.mode == RnnMode::kLstm;
+  const TensorOptions opts(data.dtype());
+  if (!h0.defined()) h0 = zeros({L * D, B, H}, opts);
+  if (lstm && !c0.defined()) c0 = zeros({L * D, B, H}, opts);
+  Tensor x = data;
+  std::vector<Tensor> hs, cs;
+  for (int64_t l = 0; l < L; ++l) {
+    // The layer wants {w_ih, w_hh, b_ih, b_hh} per direction; without bias only the weights are registered.
+    std::vector<Tensor> w;
+    for (int64_t d = 0; d < D; ++d) {
+      const size_t per = c.bias ? 4 : 2, base = static_cast<size_t>(l * D + d) * per;
+      w.push_back(weights[base]);
+      w.push_back(weights[base + 1]);
+      w.push_back(c.bias ? weights[base + 2] : Tensor());
+      w.push_back(c.bias ? weights[base + 3] : Tensor());
+    }
+    Tensor h0_l = L == 1 ? h0 : narrow(h0, 0, l * D, D);
+    Tensor c0_l = lstm ? (L == 1 ? c0 : narrow(c0, 0, l * D, D)) : Tensor();
+    RnnLayerOutputs r = rnn_layer(c.mode, x, steps, h0_l, c0_l, w);
+    x = r.output;
+    if (training && c.dropout > 0 && l + 1 < L) x = inter_layer_dropout(x, c.dropout);
+    hs.push_back(r.h_n);
+    if (lstm) cs.push_back(r.c_n);
+  }
+  Tensor h_n = L == 1 ? hs[0] : cat(hs, 0);
+  Tensor c_n = lstm ? (L == 1 ? cs[0] : cat(cs, 0)) : Tensor();
+  return {x, h_n, c_n};
+}
+
+}  // namespace
+
+void rnn_check_config(const RnnConfig& c) {
+  const char* name = module_name(c.mode);
+  EMBER_CHECK_T(ValueError, c.input_size > 0 && c.hidden_size > 0, name,
+                ": input_size and hidden_size must be positive, got ", c.input_size, " and ", c.hidden_size);
+  EMBER_CHECK_T(ValueError, c.num_layers > 0, name, ": num_layers must be greater than or equal to 1, got ",
+                c.num_layers);
+  EMBER_CHECK_T(ValueError, c.dropout >= 0 && c.dropout <= 1,
+                "dropout should be a number in range [0, 1] representing the probability of an element being zeroed, "
+                "got ", c.dropout);
+}
+
+void rnn_register_parameters(Module& m, const RnnConfig& c) {
+  const int64_t G = gate_count(c.mode), H = c.hidden_size, D = c.num_directions();
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    for (int64_t d = 0; d < D; ++d) {
+      const std::string suffix = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
+      const int64_t in = l == 0 ? c.input_size : H * D;
+      m.register_parameter("weight_ih" + suffix, empty({G * H, in}));
+      m.register_parameter("weight_hh" + suffix, empty({G * H, H}));
+      if (c.bias) {
+        m.register_parameter("bias_ih" + suffix, empty({G * H}));
+        m.register_parameter("bias_hh" + suffix, empty({G * H}));
+      }
+    }
+  }
+  rnn_reset_parameters(m, c);
+}
+
+void rnn_reset_parameters(Module& m, const RnnConfig& c) {
+  if (SkipInitGuard::active()) return;
+  NoGradGuard no_grad;
+  const double stdv = 1.0 / std::sqrt(static_cast<double>(c.hidden_size));
+  for (Tensor& p : m.parameters(/*recurse=*/false)) uniform_(p, -stdv, stdv);
+}
+
+std::tuple<Tensor, Tensor, Tensor> rnn_forward_padded(const RnnConfig& c, const std::vector<Tensor>& weights,
+                                                      bool training, const Tensor& input, const Tensor& h0,
+                                                      const Tensor& c0) {
+  const char* name = module_name(c.mode);
+  const bool lstm = c.mode == RnnMode::kLstm;
+  EMBER_CHECK(input.defined(), name, ": input is undefined");
+  EMBER_CHECK_T(ValueError, input.dim() == 2 || input.dim() == 3, name, ": Expected input to be 2D or 3D, got ",
+                input.dim(), "D instead");
+  EMBER_CHECK_T(ValueError, !lstm || h0.defined() == c0.defined(), name,
+                ": expected both h0 and c0 or neither, got only ", h0.defined() ? "h0" : "c0");
+  const bool batched = input.dim() == 3;
+  const int64_t batch_dim = c.batch_first ? 0 : 1;
+  for (const Tensor* h : {&h0, &c0}) {
+    if (!h->defined()) continue;
+    if (batched) {
+      EMBER_CHECK(h->dim() == 3, "For batched 3-D input, hx should also be 3-D but got ", h->dim(), "-D tensor");
+    } else {
+      EMBER_CHECK(h->dim() == 2, "For unbatched 2-D input, hx should also be 2-D but got ", h->dim(), "-D tensor");
+    }
+  }
+  Tensor x = batched ? input : unsqueeze(input, batch_dim);
+  if (c.batch_first) x = transpose(x, 0, 1);
+  EMBER_CHECK(x.size(2) == c.input_size, "input.size(-1) must be equal to input_size. Expected ", c.input_size,
+              ", got ", x.size(2));
+  const int64_t T = x.size(0), B = x.size(1), D = c.num_directions();
+  EMBER_CHECK_T(ValueError, T > 0 && B > 0, name, ": expected at least one time step and one batch element, got input of shape ",
+                input.sizes());
+  Tensor h = h0.defined() && !batched ? unsqueeze(h0, 1) : h0;
+  Tensor cc = c0.defined() && !batched ? unsqueeze(c0, 1) : c0;
+  const IntList expected{c.num_layers * D, B, c.hidden_size};
+  if (h.defined()) check_state(c, h, expected, lstm ? "hidden[0]" : "hidden");
+  if (cc.defined()) check_state(c, cc, expected, "hidden[1]");
+  check_dtypes(c, weights, x, h, cc);
+
+  Tensor data = reshape(contiguous(x), {T * B, c.input_size});
+  auto steps = PackedSteps::make(std::vector<int64_t>(static_cast<size_t>(T), B));
+  auto [y, h_n, c_n] = forward_rows(c, weights, training, data, steps, h, cc);
+  Tensor out = view(y, {T, B, D * c.hidden_size});
+  if (c.batch_first) out = transpose(out, 0, 1);
+  if (!batched) {
+    out = squeeze(out, batch_dim);
+    h_n = squeeze(h_n, 1);
+    if (c_n.defined()) c_n = squeeze(c_n, 1);
+  }
+  return {out, h_n, c_n};
+}
+
+std::tuple<PackedSequence, Tensor, Tensor> rnn_forward_packed(const RnnConfig& c, const std::vector<Tensor>& weights,
+                                                              bool training, const PackedSequence& input,
+                                                              const Tensor& h0, const Tensor& c0) {
+  const char* name = module_name(c.mode);
+  const bool lstm = c.mode == RnnMode::kLstm;
+  EMBER_CHECK(input.data.defined() && input.batch_sizes.defined(), name, ": the PackedSequence has no data");
+  EMBER_CHECK_T(ValueError, input.data.dim() == 2, name, ": expected packed data of shape [N, input_size], got ",
+                input.data.sizes());
+  EMBER_CHECK(input.data.size(1) == c.input_size, "input.size(-1) must be equal to input_size. Expected ",
+              c.input_size, ", got ", input.data.size(1));
+  EMBER_CHECK_T(ValueError, !lstm || h0.defined() == c0.defined(), name,
+                ": expected both h0 and c0 or neither, got only ", h0.defined() ? "h0" : "c0");
+  EMBER_CHECK_T(ValueError, input.batch_sizes.dim() == 1 && input.batch_sizes.device().is_cpu(), name,
+                ": batch_sizes must be a 1-D CPU tensor, got ", input.batch_sizes.sizes());
+  auto steps = PackedSteps::make(int64_values(input.batch_sizes));
+  EMBER_CHECK_T(ValueError, steps->num_rows == input.data.size(0), name, ": batch_sizes sum to ", steps->num_rows,
+                " but the packed data has ", input.data.size(0), " rows");
+  const int64_t B = steps->batch_sizes[0];
+  const IntList expected{c.num_layers * c.num_directions(), B, c.hidden_size};
+  if (h0.defined()) check_state(c, h0, expected, lstm ? "hidden[0]" : "hidden");
+  if (c0.defined()) check_state(c, c0, expected, "hidden[1]");
+  check_dtypes(c, weights, input.data, h0, c0);
+  // States arrive in the caller's batch order; the layers see sorted order (PyTorch's permute_hidden).
+  Tensor h = permute_batch(h0, input.sorted_indices);
+  Tensor cc = permute_batch(c0, input.sorted_indices);
+  auto [y, h_n, c_n] = forward_rows(c, weights, training, input.data, steps, h, cc);
+  h_n = permute_batch(h_n, input.unsorted_indices);
+  if (c_n.defined()) c_n = permute_batch(c_n, input.unsorted_indices);
+  PackedSequence out(y, input.batch_sizes, input.sorted_indices, input.unsorted_indices);
+  return {std::move(out), h_n, c_n};
+}
+
+void rnn_pretty_print(std::ostream& os, const char* name, const RnnConfig& c) {
+  os << name << "(" << c.input_size << ", " << c.hidden_size;
+  if (c.num_layers != 1) os << ", num_layers=" << c.num_layers;
+  if (!c.bias) os << ", bias=False";
+  if (c.batch_first) os << ", batch_first=True";
+  if (c.dropout != 0) os << ", dropout=" << c.dropout;
+  if (c.bidirectional) os << ", bidirectional=True";
+  os << ")";
+}
+
+}  // namespace detail
+
+namespace {
+detail::RnnMode rnn_mode_of(const std::string& nonlinearity) {
+  if (nonlinearity == "tanh") return detail::RnnMode::kRnnTanh;
+  if (nonlinearity == "relu") return detail::RnnMode::kRnnRelu;
+  EMBER_THROW(ValueError, "Unknown nonlinearity '", nonlinearity, "'. Select from 'tanh' or 'relu'.");
+}
+}  // namespace
+
+RNN::RNN(const RNNOptions& options) : RNNBase("RNN", rnn_mode_of(options.nonlinearity_), options) {}
+
+std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+  auto [y, h, c] = run(input, hx, Tensor());
+  return {y, h};
+}
+std::tuple<PackedSequence, Tensor> RNN::forward(const PackedSequence& input, const Tensor& hx) {
+  auto [y, h, c] = run(input, hx, Tensor());
+  return {y, h};
+}
+
+std::tuple<Tensor, LSTM::State> LSTM::forward(const Tensor& input, const std::optional<State>& hx) {
+  Tensor h0 = hx ? std::get<0>(*hx) : Tensor();
+  Tensor c0 = hx ? std::get<1>(*hx) : Tensor();
+  auto [y, h, c] = run(input, h0, c0);
+  return {y, State{h, c}};
+}
+std::tuple<PackedSequence, LSTM::State> LSTM::forward(const PackedSequence& input, const std::optional<State>& hx) {
+  Tensor h0 = hx ? std::get<0>(*hx) : Tensor();
+  Tensor c0 = hx ? std::get<1>(*hx) : Tensor();
+  auto [y, h, c] = run(input, h0, c0);
+  return {y, State{h, c}};
+}
+
+std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+  auto [y, h, c] = run(input, hx, Tensor());
+  return {y, h};
+}
+std::tuple<PackedSequence, Tensor> GRU::forward(const PackedSequence& input, const Tensor& hx) {
+  auto [y, h, c] = run(input, hx, Tensor());
+  return {y, h};
+}
+
+}  // namespace ember::nn

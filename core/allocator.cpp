@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/cuda/cuda_backend.h"
 #include "core/error.h"
 
 // Note [Caching allocator]
@@ -632,6 +633,7 @@ DeviceCachingAllocator* allocator_for(Device device) {
   const int slot = device.flat_index();
   if (DeviceCachingAllocator* a = g_allocators[slot].load(std::memory_order_acquire)) [[likely]]
     return a;
+  if (device.is_cuda()) detail::register_cuda_backend();  // explicit and lazy; see core/cuda/cuda_backend.h
   std::lock_guard<std::mutex> guard(g_create_mutex);
   if (DeviceCachingAllocator* a = g_allocators[slot].load(std::memory_order_acquire)) return a;
   BackendSlot backend;

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "core/config.h"
+#include "core/cuda/cuda_backend.h"
 #include "core/error.h"
 
 namespace ember {
@@ -36,7 +37,11 @@ std::string Device::str() const { return std::string(is_cpu() ? "cpu:" : "cuda:"
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
 
 #if !EMBER_HAVE_CUDA
+// With CUDA these live in core/cuda (cuda_device.cpp, cuda_backend.cpp).
 int cuda_device_count() { return 0; }
+namespace detail {
+void register_cuda_backend() {}
+}  // namespace detail
 #endif
 bool cuda_is_available() { return cuda_device_count() > 0; }
 

@@ -2,6 +2,7 @@
 // functors in core/kernels/elementwise.h to the CPU driver or the CUDA kernels table.
 #include <algorithm>
 
+#include "core/cuda/cuda_backend.h"
 #include "core/kernels/cpu/loops.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
@@ -13,9 +14,13 @@ namespace detail {
 namespace {
 CudaKernels* g_cuda_kernels = nullptr;
 }
-CudaKernels* cuda_kernels() { return g_cuda_kernels; }
+CudaKernels* cuda_kernels() {
+  ember::detail::register_cuda_backend();  // lazy and explicit; a no-op without CUDA
+  return g_cuda_kernels;
+}
 void set_cuda_kernels(CudaKernels* k) { g_cuda_kernels = k; }
 CudaKernels& require_cuda(const char* op) {
+  ember::detail::register_cuda_backend();
   EMBER_CHECK(g_cuda_kernels != nullptr, op,
               ": got a CUDA tensor, but ember was built without CUDA (configure with -DEMBER_CUDA=ON)");
   return *g_cuda_kernels;

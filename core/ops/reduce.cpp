@@ -138,7 +138,9 @@ Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceO
   }
   Tensor out = empty(s.out_sizes, TensorOptions(out_dtype).device(a.device()));
   if (a.device().is_cuda()) {
-    EMBER_THROW(NotImplementedError, name, ": CUDA reductions run through the CUDA backend, which this build lacks");
+    detail::require_cuda(name).reduce(op, a.dtype(), out_dtype, s.plan, a.raw_data(), out.raw_data(), nullptr, scale,
+                                      a.device().index);
+    return out;
   }
   if (op == ReduceOp::Sum && out_dtype == a.dtype() && is_floating_point(a.dtype()) &&
       try_sum_leading(a, s, out, scale)) {
@@ -168,9 +170,14 @@ std::pair<Tensor, Tensor> reduce_with_index(const Tensor& a, int64_t dim, bool k
   ReduceSetup s = setup_reduce(a, {dim}, keepdim, name);
   EMBER_CHECK_T(IndexError, s.plan.red_numel > 0, name, ": Expected reduction dim ", dim,
                 " to have non-zero size (input shape ", a.sizes(), ")");
-  EMBER_CHECK(a.device().is_cpu(), name, ": CUDA reductions are not available in this build");
   Tensor idx = empty(s.out_sizes, TensorOptions(kInt64).device(a.device()));
   Tensor vals = want_values ? empty(s.out_sizes, TensorOptions(a.dtype()).device(a.device())) : Tensor();
+  if (a.device().is_cuda()) {
+    detail::require_cuda(name).reduce(op, a.dtype(), a.dtype(), s.plan, a.raw_data(),
+                                      want_values ? vals.raw_data() : nullptr, idx.data_ptr<int64_t>(), 1.0,
+                                      a.device().index);
+    return {vals, idx};
+  }
   EMBER_DISPATCH_ALL(a.dtype(), name, [&] {
     using T = scalar_t;
     if constexpr (sizeof(T) == 2) {

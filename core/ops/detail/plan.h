@@ -5,6 +5,7 @@
 
 #include "core/kernels/elementwise.h"
 #include "core/kernels/loops.h"
+#include "core/kernels/reduce.h"
 #include "core/tensor.h"
 
 namespace ember::native::detail {
@@ -28,6 +29,11 @@ struct CudaKernels {
                const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
                int device_index);
   void (*synchronize)(int device_index);
+  /// out[o] = scale * reduce(in) over plan's reduced dims, for o < plan.out_numel; out_idx (may be
+  /// null) gets arg indices for Max/Min/ArgMax/ArgMin; out may be null when only indices are wanted.
+  /// in/out are element pointers on cuda:device_index; the accumulator is the CPU path's.
+  void (*reduce)(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
+                 const void* in, void* out, int64_t* out_idx, double scale, int device_index);
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);

@@ -1,0 +1,116 @@
+// register_cuda_backend(): installs cudaMalloc/cudaFree as the caching allocator's raw memory
+// for DeviceType::CUDA and fills the CUDA kernels table of core/ops/detail/plan.h. The table's
+// entries pick the device from the operands, make it current and call the launchers in
+// kernels.h, cuBLAS (cublas_gemm.cpp) or cudaMemcpy.
+#include "core/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "core/allocator.h"
+#include "core/cuda/cublas_gemm.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_device.h"
+#include "core/cuda/cuda_memory.h"
+#include "core/cuda/kernels.h"
+#include "core/ops/detail/plan.h"
+
+namespace ember {
+namespace cuda {
+namespace {
+
+using native::detail::CudaKernels;
+
+// Every operand of a plan is on one device (checked by the ops); the output decides.
+int plan_device(const kernels::ElementwisePlan& plan) { return device_of_pointer(plan.data[0]); }
+
+void binary(kernels::BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan_device(plan));
+  launch_binary(op, alpha, dtype, plan);
+}
+
+void unary(kernels::UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan_device(plan));
+  launch_unary(op, a, b, dtype, plan);
+}
+
+void ternary(kernels::TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan_device(plan));
+  launch_ternary(op, value, dtype, plan);
+}
+
+void cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan_device(plan));
+  const int64_t es = static_cast<int64_t>(element_size(to));
+  if (to == from && plan.ndim == 1 && plan.strides[0][0] == es && plan.strides[1][0] == es) {
+    // A dense same-dtype copy on one device.
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(plan.data[0], plan.data[1], static_cast<size_t>(plan.numel * es),
+                                     cudaMemcpyDeviceToDevice, /*stream=*/0));
+    return;
+  }
+  launch_cast(to, from, plan);
+}
+
+// Host memory is pageable: cudaMemcpy to the device returns once the source has been staged,
+// and from the device once the copy is complete, so the caller may reuse/read host memory at once.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes) {
+  if (num_bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, num_bytes);
+  } else if (src_device.is_cpu()) {
+    CudaDeviceGuard guard(dst_device.index);
+    EMBER_CUDA_CHECK(cudaMemcpy(dst, src, num_bytes, cudaMemcpyHostToDevice));
+  } else if (dst_device.is_cpu()) {
+    CudaDeviceGuard guard(src_device.index);
+    EMBER_CUDA_CHECK(cudaMemcpy(dst, src, num_bytes, cudaMemcpyDeviceToHost));
+  } else if (dst_device.index == src_device.index) {
+    CudaDeviceGuard guard(dst_device.index);
+    EMBER_CUDA_CHECK(cudaMemcpy(dst, src, num_bytes, cudaMemcpyDeviceToDevice));
+  } else {
+    // Ordered after pending work on both devices' default streams (works without peer access).
+    EMBER_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, num_bytes));
+  }
+}
+
+void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
+            void* out, int64_t* out_idx, double scale, int device_index) {
+  if (plan.out_numel == 0) return;
+  CudaDeviceGuard guard(device_index);
+  launch_reduce(op, in_dtype, out_dtype, plan, in, out, out_idx, scale);
+}
+
+void synchronize(int device_index) {
+  CudaDeviceGuard guard(device_index);
+  EMBER_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+CudaKernels g_kernels{
+    .binary = &binary,
+    .unary = &unary,
+    .ternary = &ternary,
+    .cast = &cast,
+    .copy_bytes = &copy_bytes,
+    .gemm = &gemm,
+    .synchronize = &synchronize,
+    .reduce = &reduce,
+};
+
+}  // namespace
+}  // namespace cuda
+
+namespace detail {
+
+void register_cuda_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_raw_memory_backend(DeviceType::CUDA, cuda::cuda_raw_memory_backend());
+    native::detail::set_cuda_kernels(&cuda::g_kernels);
+  });
+}
+
+}  // namespace detail
+}  // namespace ember

@@ -1,0 +1,12 @@
+// The raw device memory behind the caching allocator for cuda:N (see Note [Caching allocator]
+// in core/allocator.cpp): cudaMalloc / cudaFree on the right device and cudaMemGetInfo capacity.
+// The functions never throw; failures return nullptr / 0 so the allocator can free its cache,
+// retry and raise OutOfMemoryError with its own message. Thread-safe.
+#pragma once
+#include "core/allocator.h"
+
+namespace ember::cuda {
+
+ember::detail::RawMemoryBackend cuda_raw_memory_backend();
+
+}  // namespace ember::cuda

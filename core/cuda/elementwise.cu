@@ -1,0 +1,105 @@
+// CUDA launchers of the element-wise ops: dtype dispatch onto the functors of
+// core/kernels/elementwise.h, driven by cuda_kernel (loops.cuh). No op's formula lives here.
+#include <type_traits>
+
+#include "core/cuda/kernels.h"
+#include "core/cuda/loops.cuh"
+
+namespace ember::cuda {
+namespace {
+using kernels::BinaryOp;
+using kernels::TernaryOp;
+using kernels::UnaryOp;
+
+template <typename T>
+constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+const char* binary_op_name(BinaryOp op) {
+  static const char* const kNames[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                       "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                                       "tanh_backward", "sigmoid_backward", "relu_backward", "gelu_backward"};
+  const int i = static_cast<int>(op);
+  return i >= 0 && i < static_cast<int>(sizeof(kNames) / sizeof(kNames[0])) ? kNames[i] : "binary op";
+}
+
+template <typename T>
+void binary_typed(BinaryOp op, double alpha, const kernels::ElementwisePlan& plan) {
+  kernels::visit_binary<T>(op, alpha, [&](auto f) {
+    using Out = decltype(f(T{}, T{}));
+    cuda_kernel<Out, T, T>(plan, f);
+  });
+}
+
+template <typename T>
+void unary_typed(UnaryOp op, double a, double b, const kernels::ElementwisePlan& plan) {
+  if (kernels::unary_op_returns_bool(op)) {
+    cuda_kernel<bool, T>(plan, kernels::BoolUnaryF<T>{op, a});
+  } else if constexpr (is_float_v<T>) {
+    cuda_kernel<T, T>(plan, kernels::FloatUnaryF<T>{op, a, b});
+  } else {
+    cuda_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b});
+  }
+}
+
+}  // namespace
+
+void launch_binary(BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan) {
+  // The CPU path's rule: bool tensors only compare, combine logically, multiply, max and min.
+  EMBER_CHECK_T(TypeError,
+                dtype != kBool || kernels::binary_op_returns_bool(op) || op == BinaryOp::Maximum ||
+                    op == BinaryOp::Minimum || op == BinaryOp::Mul,
+                binary_op_name(op), ": not supported for bool tensors");
+  EMBER_DISPATCH_ALL(dtype, binary_op_name(op), [&] { binary_typed<scalar_t>(op, alpha, plan); });
+}
+
+void launch_unary(UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan) {
+  EMBER_DISPATCH_ALL(dtype, "unary op", [&] { unary_typed<scalar_t>(op, a, b, plan); });
+}
+
+void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan) {
+  switch (op) {
+    case TernaryOp::Where:
+      EMBER_DISPATCH_ALL(dtype, "where", [&] {
+        cuda_kernel<scalar_t, bool, scalar_t, scalar_t>(plan, kernels::WhereF<scalar_t>{});
+      });
+      return;
+    case TernaryOp::MaskedFill:
+      EMBER_DISPATCH_ALL(dtype, "masked_fill_", [&] {
+        cuda_kernel<scalar_t, scalar_t, bool>(plan, kernels::MaskedFillF<scalar_t>{value});
+      });
+      return;
+    case TernaryOp::Addcmul:
+    case TernaryOp::Addcdiv: {
+      const char* name = op == TernaryOp::Addcmul ? "addcmul_" : "addcdiv_";
+      EMBER_CHECK_T(TypeError, dtype != kBool, name, ": expected a numeric dtype, got ", dtype);
+      EMBER_DISPATCH_ALL(dtype, name, [&] {
+        if constexpr (!std::is_same_v<scalar_t, bool>) {
+          if (op == TernaryOp::Addcmul) {
+            cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcmulF<scalar_t>{value});
+          } else {
+            cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcdivF<scalar_t>{value});
+          }
+        }
+      });
+      return;
+    }
+    case TernaryOp::Lerp:
+      EMBER_CHECK_T(TypeError, is_floating_point(dtype), "lerp_: expected a floating-point dtype, got ", dtype);
+      EMBER_DISPATCH_ALL(dtype, "lerp_", [&] {
+        if constexpr (is_float_v<scalar_t>) {
+          cuda_kernel<scalar_t, scalar_t, scalar_t>(plan, kernels::LerpF<scalar_t>{value});
+        }
+      });
+      return;
+  }
+  EMBER_INTERNAL_ASSERT(false, "unknown TernaryOp");
+}
+
+void launch_cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
+  EMBER_DISPATCH_ALL(to, "copy_", [&] {
+    using To = scalar_t;
+    EMBER_DISPATCH_ALL(from, "copy_", [&] { cuda_kernel<To, scalar_t>(plan, kernels::CastF<To, scalar_t>{}); });
+  });
+}
+
+}  // namespace ember::cuda

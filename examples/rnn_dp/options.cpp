@@ -1,0 +1,155 @@
+#include "examples/rnn_dp/options.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace rnn_dp {
+
+namespace {
+
+using ember::ValueError;
+
+int64_t parse_int(const std::string& flag, const std::string& v, int64_t min_value) {
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  EMBER_CHECK_T(ValueError, !v.empty() && end && *end == '\0' && errno == 0, flag, ": expected an integer, got '", v,
+                "'");
+  EMBER_CHECK_T(ValueError, x >= min_value, flag, ": expected at least ", min_value, ", got ", x);
+  return x;
+}
+
+double parse_double(const std::string& flag, const std::string& v) {
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  EMBER_CHECK_T(ValueError, !v.empty() && end && *end == '\0' && errno == 0, flag, ": expected a number, got '", v,
+                "'");
+  return x;
+}
+
+bool parse_bool(const std::string& flag, const std::string& v) {
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  EMBER_THROW(ValueError, flag, ": expected true or false, got '", v, "'");
+}
+
+std::vector<ember::Device> parse_devices(const std::string& flag, const std::string& v) {
+  std::vector<ember::Device> out;
+  size_t start = 0;
+  while (start <= v.size()) {
+    const size_t comma = v.find(',', start);
+    const std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    EMBER_CHECK_T(ValueError, !item.empty(), flag, ": empty device in '", v, "' (expected e.g. cpu:0,cpu:1)");
+    out.emplace_back(item);  // ember::Device throws ValueError for a bad spec
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string usage() {
+  return R"(usage: rnn_dp [options]
+Trains the PyTorch FAQ's pack -> LSTM -> unpack model (Embedding(257, 32) -> LSTM(32, 128) ->
+mean over valid positions -> Linear(128, 6)) to tell the language of a word, under DataParallel.
+
+  --epochs N            epochs to train (default 3)
+  --devices LIST        comma-separated devices (default: all CUDA GPUs, else cpu:0,cpu:1)
+  --single-device       no DataParallel: train on the first device only
+  --workers N           forked DataLoader workers (default 2; 0 loads in the main process)
+  --threads N           intra-op threads per device (default: cores / devices, at least 1)
+  --batch-size N        training batch (default 64)
+  --lr X                Adam learning rate (default 0.003)
+  --seed N              seed of initialization, shuffling and workers (default 0)
+  --limit N             use only the first N train and N test words per language
+  --batch-first B       true: input [B x T]; false: [T x B], scattered on dim 1 (default true)
+  --no-total-length     unpack without total_length: DataParallel then fails, as in the FAQ
+  --augment P           drop one random byte of a training word with probability P (default 0)
+  --resume              continue from the last checkpoint in --checkpoint-dir
+  --checkpoint-dir DIR  one checkpoint per epoch (default runs/rnn_dp/checkpoints)
+  --metrics PATH        JSON lines, one per epoch, appended (default runs/rnn_dp/metrics.jsonl)
+  --dict-dir DIR        where the word lists are (default /usr/share/dict)
+  --progress MODE       auto | tty | lines | none (default auto: a bar on a terminal, else lines)
+  --help                this text
+)";
+}
+
+Options parse_options(int argc, const char* const* argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_value = true;
+    }
+    auto take = [&]() -> const std::string& {
+      if (!has_value) {
+        EMBER_CHECK_T(ValueError, i + 1 < argc, arg, ": expected a value (see --help)");
+        value = argv[++i];
+        has_value = true;
+      }
+      return value;
+    };
+    auto no_value = [&] { EMBER_CHECK_T(ValueError, !has_value, arg, " takes no value"); };
+
+    if (arg == "--help" || arg == "-h") {
+      no_value();
+      o.help = true;
+    } else if (arg == "--epochs") {
+      o.epochs = static_cast<int>(parse_int(arg, take(), 1));
+    } else if (arg == "--devices") {
+      o.devices = parse_devices(arg, take());
+    } else if (arg == "--single-device") {
+      no_value();
+      o.single_device = true;
+    } else if (arg == "--workers") {
+      o.workers = static_cast<int>(parse_int(arg, take(), 0));
+    } else if (arg == "--threads") {
+      o.threads = static_cast<int>(parse_int(arg, take(), 1));
+    } else if (arg == "--batch-size") {
+      o.batch_size = parse_int(arg, take(), 1);
+    } else if (arg == "--eval-batch-size") {
+      o.eval_batch_size = parse_int(arg, take(), 1);
+    } else if (arg == "--lr") {
+      o.lr = parse_double(arg, take());
+      EMBER_CHECK_T(ValueError, o.lr > 0, arg, ": expected a positive learning rate, got ", o.lr);
+    } else if (arg == "--seed") {
+      o.seed = static_cast<uint64_t>(parse_int(arg, take(), 0));
+    } else if (arg == "--limit") {
+      o.limit = static_cast<size_t>(parse_int(arg, take(), 1));
+    } else if (arg == "--batch-first") {
+      o.batch_first = parse_bool(arg, take());
+    } else if (arg == "--no-total-length") {
+      no_value();
+      o.total_length = false;
+    } else if (arg == "--augment") {
+      o.augment_p = parse_double(arg, take());
+      EMBER_CHECK_T(ValueError, o.augment_p >= 0 && o.augment_p <= 1, arg, ": expected a probability, got ",
+                    o.augment_p);
+    } else if (arg == "--resume") {
+      no_value();
+      o.resume = true;
+    } else if (arg == "--checkpoint-dir") {
+      o.checkpoint_dir = take();
+    } else if (arg == "--metrics") {
+      o.metrics_path = take();
+    } else if (arg == "--dict-dir") {
+      o.dict_dir = take();
+    } else if (arg == "--progress") {
+      o.progress = progress_mode_from_string(take());
+    } else {
+      EMBER_THROW(ValueError, "unknown option '", argv[i], "' (see --help)");
+    }
+  }
+  return o;
+}
+
+}  // namespace rnn_dp

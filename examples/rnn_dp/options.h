@@ -1,0 +1,43 @@
+// Options of the rnn_dp example and their hand-written command-line parser (--flag value or
+// --flag=value). Value type.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "examples/rnn_dp/progress.h"
+
+namespace rnn_dp {
+
+struct Options {
+  int epochs = 3;
+  std::vector<ember::Device> devices;  // empty: parallel::default_data_parallel_devices()
+  int workers = 2;
+  int64_t batch_size = 64;
+  int64_t eval_batch_size = 256;
+  double lr = 3e-3;
+  uint64_t seed = 0;
+  std::optional<size_t> limit;  // first N train and N test words per language
+  int threads = 0;              // intra-op threads per device; 0: cores / devices (at least 1)
+  bool batch_first = true;
+  bool total_length = true;     // false: --no-total-length (the FAQ's failure under DataParallel)
+  bool resume = false;
+  bool single_device = false;   // no DataParallel: the model on devices[0]
+  double augment_p = 0.0;       // probability of dropping one byte of a training word
+  std::string metrics_path = "runs/rnn_dp/metrics.jsonl";
+  std::string checkpoint_dir = "runs/rnn_dp/checkpoints";
+  std::string dict_dir = "/usr/share/dict";
+  ProgressMode progress = ProgressMode::Auto;
+  bool help = false;
+};
+
+/// Parses argv[1..]. Throws ember::ValueError naming the flag for an unknown flag, a missing or
+/// malformed value, or a value out of range.
+Options parse_options(int argc, const char* const* argv);
+
+/// The --help text.
+std::string usage();
+
+}  // namespace rnn_dp

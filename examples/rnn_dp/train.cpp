@@ -1,0 +1,344 @@
+#include "examples/rnn_dp/train.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/ops.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/thread_pool.h"
+#include "data/dataloader.h"
+#include "data/distributed_sampler.h"
+#include "data/worker_info.h"
+#include "examples/rnn_dp/model.h"
+#include "examples/rnn_dp/progress.h"
+#include "examples/rnn_dp/wordlang_dataset.h"
+#include "nn/checkpoint.h"
+#include "nn/functional.h"
+#include "nn/optim/adam.h"
+#include "parallel/data_parallel.h"
+
+namespace rnn_dp {
+
+// Note [Deterministic runs]
+// A run is a function of (seed, batch size, --limit, --batch-first, --augment, --workers) and of
+// the per-device thread count, so that DataParallel and single-device runs can be compared and
+// --resume continues bit-exactly:
+//  - initialization draws from ember's default generators, seeded with --seed;
+//  - epoch e (1-based) visits the training words in the order of a DistributedSampler with one
+//    replica, seed --seed, set_epoch(e - 1): a function of (seed, e) only, never of earlier
+//    epochs' draws;
+//  - the DataLoader's per-epoch worker base seed comes from a generator re-seeded with
+//    epoch_seed(seed, e) before each epoch, and the main process's augmentation RNG (workers=0)
+//    is re-seeded with it too;
+//  - nothing else draws random numbers (the model has no dropout);
+//  - the checkpoint holds the model, Adam's state (step, exp_avg, exp_avg_sq) and the epoch, so
+//    a resumed run starts epoch e + 1 from exactly the state an uninterrupted run has there.
+// DataParallel sums the replicas' gradients, so it matches a single-device run up to float
+// rounding (the tests check 1e-5), not bit for bit.
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ember::Device;
+using ember::Tensor;
+using Loader = ember::data::DataLoader<WordLangDataset, WordBatchCollate>;
+using Encoder = std::function<Tensor(const Tensor& padded, const Tensor& lengths)>;
+
+uint64_t epoch_seed(uint64_t seed, int epoch) {
+  // splitmix64 of (seed, epoch): distinct, well-mixed seeds per epoch.
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::string join_devices(const std::vector<Device>& devices) {
+  std::string s;
+  for (size_t i = 0; i < devices.size(); ++i) s += (i ? "," : "") + devices[i].str();
+  return s;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+// What a checkpoint must agree on with this run for --resume to continue the same run.
+std::map<std::string, std::string> run_identity(const Options& o) {
+  return {{"seed", std::to_string(o.seed)},
+          {"batch_size", std::to_string(o.batch_size)},
+          {"batch_first", o.batch_first ? "true" : "false"},
+          {"limit", o.limit ? std::to_string(*o.limit) : "none"},
+          {"lr", fmt("%.17g", o.lr)},
+          {"augment", fmt("%.17g", o.augment_p)}};
+}
+
+std::string checkpoint_path(const std::string& dir, int epoch) {
+  return dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
+}
+std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.safetensors"; }
+
+// Loads <dir>/last.safetensors into model and optimizer; returns the epoch it ended, or 0 when
+// there is none. Throws when it belongs to a different run.
+int resume_from(const Options& o, WordLangModel& model, ember::optim::Optimizer& optimizer, std::FILE* out) {
+  const std::string path = last_checkpoint_path(o.checkpoint_dir);
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(out, "rnn_dp: --resume: no checkpoint at %s, starting from epoch 1\n", path.c_str());
+    return 0;
+  }
+  std::map<std::string, std::string> extra;
+  ember::nn::load_checkpoint(path, model, &optimizer, &extra);
+  for (const auto& [key, value] : run_identity(o)) {
+    auto it = extra.find(key);
+    EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "rnn_dp: --resume: ", path,
+                  " was written by a run with ", key, "=", it == extra.end() ? "<absent>" : it->second,
+                  " but this run has ", key, "=", value, "; resume with the same options or remove the checkpoint");
+  }
+  auto it = extra.find("epoch");
+  EMBER_CHECK_T(ember::ValueError, it != extra.end(), "rnn_dp: --resume: ", path, " has no epoch entry");
+  const int epoch = std::stoi(it->second);
+  std::fprintf(out, "rnn_dp: resumed from %s (epoch %d done)\n", path.c_str(), epoch);
+  return epoch;
+}
+
+void save_epoch(const Options& o, const WordLangModel& model, const ember::optim::Optimizer& optimizer, int epoch,
+                const EpochResult& r) {
+  std::filesystem::create_directories(o.checkpoint_dir);
+  auto extra = run_identity(o);
+  extra["epoch"] = std::to_string(epoch);
+  extra["loss"] = fmt("%.17g", r.loss);
+  extra["test_acc"] = fmt("%.17g", r.test_acc);
+  ember::nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), model, &optimizer, extra);
+  ember::nn::save_checkpoint(last_checkpoint_path(o.checkpoint_dir), model, &optimizer, extra);
+}
+
+void append_metrics(const Options& o, const EpochResult& r, const std::vector<Device>& devices, int threads,
+                    double eval_s, size_t train_words, size_t test_words) {
+  const std::filesystem::path p(o.metrics_path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::vector<std::string> devs;
+  for (const auto& d : devices) devs.push_back(d.str());
+  nlohmann::json j = {{"epoch", r.epoch},
+                      {"loss", r.loss},
+                      {"test_acc", r.test_acc},
+                      {"epoch_s", r.epoch_s},
+                      {"samples_per_s", r.samples_per_s},
+                      {"eval_s", eval_s},
+                      {"train_words", train_words},
+                      {"test_words", test_words},
+                      {"devices", devs},
+                      {"data_parallel", !o.single_device && devices.size() > 1},
+                      {"workers", o.workers},
+                      {"threads_per_device", threads},
+                      {"batch_size", o.batch_size},
+                      {"lr", o.lr},
+                      {"seed", o.seed},
+                      {"batch_first", o.batch_first},
+                      {"time", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count())}};
+  std::ofstream f(o.metrics_path, std::ios::app);
+  EMBER_CHECK(f.good(), "rnn_dp: cannot open the metrics file ", o.metrics_path);
+  f << j.dump() << '\n';
+  f.flush();
+  EMBER_CHECK(f.good(), "rnn_dp: cannot write the metrics file ", o.metrics_path);
+}
+
+std::vector<WordBatch> collate_all(WordLangDataset& ds, const WordBatchCollate& collate, int64_t batch_size) {
+  std::vector<WordBatch> batches;
+  const size_t n = ds.size();
+  for (size_t begin = 0; begin < n; begin += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(n, begin + static_cast<size_t>(batch_size));
+    std::vector<std::pair<Tensor, int64_t>> samples;
+    samples.reserve(end - begin);
+    for (size_t i = begin; i < end; ++i) samples.push_back(ds.get(i));
+    batches.push_back(collate(std::move(samples)));
+  }
+  return batches;
+}
+
+int64_t count_parameters(const ember::nn::Module& m) {
+  int64_t n = 0;
+  for (const auto& p : m.parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace
+
+std::vector<EpochResult> train(const Options& o, std::FILE* out) {
+  // ---- devices and threads -------------------------------------------------------------------
+  std::vector<Device> devices = o.devices.empty() ? ember::parallel::default_data_parallel_devices() : o.devices;
+  if (o.single_device) devices.resize(1);
+  const bool data_parallel = devices.size() > 1;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : std::max(1, cores / static_cast<int>(devices.size()));
+  // One process-wide intra-op pool: with DataParallel each replica thread drives it when it is
+  // free and runs inline otherwise (see Note [Thread pool concurrency]), so 1 thread per device
+  // means every replica computes on its own thread only.
+  ember::set_num_threads(threads);
+  const Device device0 = devices[0];
+
+  // ---- data ------------------------------------------------------------------------------------
+  WordLangSplits splits = load_wordlang(o.dict_dir, o.limit);
+  const size_t n_train = splits.train.size(), n_test = splits.test.size();
+  if (!o.limit) {
+    EMBER_CHECK(n_train == kFullTrainWords && n_test == kFullTestWords, "rnn_dp: the recipe gave ", n_train,
+                " training and ", n_test, " test words; expected ", kFullTrainWords, " and ", kFullTestWords);
+  }
+  std::fprintf(out, "rnn_dp: data train=%zu test=%zu (%zu languages from %s%s)\n", n_train, n_test,
+               kLanguages.size(), o.dict_dir.c_str(),
+               o.limit ? (", --limit " + std::to_string(*o.limit)).c_str() : "");
+
+  const WordBatchCollate collate(o.batch_first);
+  auto train_set = std::make_shared<WordLangDataset>(std::move(splits.train), o.augment_p);
+  WordLangDataset test_set(std::move(splits.test));
+  const std::vector<WordBatch> test_batches = collate_all(test_set, collate, o.eval_batch_size);
+
+  auto sampler = std::make_shared<ember::data::DistributedSampler>(n_train, 1, 0, /*shuffle=*/true, o.seed);
+  auto loader_generator = std::make_shared<ember::Generator>(o.seed);
+  Loader loader(train_set,
+                ember::data::DataLoaderOptions{
+                    .batch_size = static_cast<size_t>(o.batch_size),
+                    .sampler = sampler,
+                    .num_workers = o.workers,
+                    .worker_init_fn =
+                        [](int /*worker_id*/) {
+                          // In the forked worker: its own augmentation stream (the FAQ's per-worker
+                          // seeding), and no intra-op threads (collation is single-threaded).
+                          const auto info = ember::data::get_worker_info();
+                          info->dataset_as<WordLangDataset>()->seed_rng(info->seed);
+                          ember::set_num_threads(1);
+                        },
+                    .generator = loader_generator},
+                collate);
+
+  // ---- model, optimizer, parallelism -----------------------------------------------------------
+  ember::manual_seed(o.seed);
+  ModelConfig mc;
+  mc.num_classes = kNumClasses;
+  mc.vocab_size = kVocabSize;
+  mc.batch_first = o.batch_first;
+  mc.total_length = o.total_length;
+  auto model = std::make_shared<WordLangModel>(mc);
+  model->to(device0);
+  ember::optim::Adam optimizer(model->parameters(), ember::optim::AdamOptions(o.lr));
+
+  const int64_t batch_dim = o.batch_first ? 0 : 1;
+  Encoder encode;
+  std::shared_ptr<ember::parallel::DataParallel<WordEncoder>> dp;
+  if (data_parallel) {
+    // Output [B, T, H] gathered on dim 0, or [T, B, H] on dim 1; the input scattered along its
+    // batch dim and the lengths [B] along dim 0 (the FAQ's batch_first=False case is {1, 0}).
+    ember::parallel::DataParallelOptions dpo;
+    dpo.devices = devices;
+    dpo.output_device = device0;
+    dpo.dim = batch_dim;
+    dpo.scatter_dims = {batch_dim, 0};
+    dp = std::make_shared<ember::parallel::DataParallel<WordEncoder>>(model->encoder, dpo);
+    encode = [&dp](const Tensor& padded, const Tensor& lengths) { return dp->forward(padded, lengths); };
+  } else {
+    encode = [&model, device0](const Tensor& padded, const Tensor& lengths) {
+      return model->encoder->forward(padded.device() == device0 ? padded : ember::to(padded, device0), lengths);
+    };
+  }
+  auto logits_of = [&](const Tensor& padded, const Tensor& lengths) {
+    return model->classify(encode(padded, lengths), lengths);
+  };
+
+  int start_epoch = 1;
+  if (o.resume) start_epoch = resume_from(o, *model, optimizer, out) + 1;
+
+  std::fprintf(out,
+               "rnn_dp: Embedding(%lld, %lld, padding_idx=0) -> LSTM(%lld, %lld) over packed sequences -> mean -> "
+               "Linear(%lld, %lld): %lld parameters\n",
+               static_cast<long long>(mc.vocab_size), static_cast<long long>(mc.embedding_dim),
+               static_cast<long long>(mc.embedding_dim), static_cast<long long>(mc.hidden_size),
+               static_cast<long long>(mc.hidden_size), static_cast<long long>(mc.num_classes),
+               static_cast<long long>(count_parameters(*model)));
+  if (data_parallel) {
+    std::fprintf(out, "rnn_dp: DataParallel over %s: input scattered on dim %lld, lengths on dim 0, output "
+                 "gathered on dim %lld%s\n",
+                 join_devices(devices).c_str(), static_cast<long long>(batch_dim), static_cast<long long>(batch_dim),
+                 o.total_length ? "" : " (no total_length: expect the FAQ's failure)");
+  } else {
+    std::fprintf(out, "rnn_dp: single device %s\n", device0.str().c_str());
+  }
+  std::fprintf(out, "rnn_dp: batch %lld, Adam lr %g, seed %llu, %d DataLoader workers, %d thread%s per device, "
+               "batch_first=%s\n",
+               static_cast<long long>(o.batch_size), o.lr, static_cast<unsigned long long>(o.seed), o.workers, threads,
+               threads == 1 ? "" : "s", o.batch_first ? "true" : "false");
+  std::fflush(out);
+
+  std::vector<EpochResult> results;
+  for (int epoch = start_epoch; epoch <= o.epochs; ++epoch) {
+    // See Note [Deterministic runs].
+    sampler->set_epoch(static_cast<uint64_t>(epoch - 1));
+    loader_generator->manual_seed(epoch_seed(o.seed, epoch));
+    train_set->seed_rng(epoch_seed(o.seed, epoch));
+
+    model->train();
+    EpochResult r;
+    r.epoch = epoch;
+    double loss_sum = 0.0;
+    size_t seen = 0;
+    ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), n_train, o.progress);
+    const auto t0 = Clock::now();
+    for (auto& [padded, lengths, labels] : loader) {
+      optimizer.zero_grad();
+      const Tensor logits = logits_of(padded, lengths);
+      const Tensor loss = ember::nn::F::cross_entropy(
+          logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
+      loss.backward();
+      optimizer.step();
+      const size_t b = static_cast<size_t>(labels.size(0));
+      loss_sum += loss.item() * static_cast<double>(b);
+      seen += b;
+      bar.update(seen, loss_sum / static_cast<double>(seen));
+    }
+    r.epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    bar.finish();
+    r.loss = seen ? loss_sum / static_cast<double>(seen) : 0.0;
+    r.samples_per_s = r.epoch_s > 0 ? static_cast<double>(seen) / r.epoch_s : 0.0;
+
+    const auto e0 = Clock::now();
+    model->eval();
+    int64_t correct = 0;
+    {
+      ember::NoGradGuard no_grad;
+      for (const auto& [padded, lengths, labels] : test_batches) {
+        const Tensor logits = logits_of(padded, lengths);
+        const Tensor pred = ember::argmax(logits, 1);
+        const Tensor y = labels.device() == pred.device() ? labels : ember::to(labels, pred.device());
+        correct += static_cast<int64_t>(ember::sum(ember::to(ember::eq(pred, y), ember::kInt64)).item());
+      }
+    }
+    r.test_acc = n_test ? static_cast<double>(correct) / static_cast<double>(n_test) : 0.0;
+    const double eval_s = std::chrono::duration<double>(Clock::now() - e0).count();
+
+    save_epoch(o, *model, optimizer, epoch, r);
+    append_metrics(o, r, devices, threads, eval_s, n_train, n_test);
+    std::fprintf(out, "epoch=%d loss=%.4f test_acc=%.4f epoch_s=%.2f samples_per_s=%.0f\n", r.epoch, r.loss,
+                 r.test_acc, r.epoch_s, r.samples_per_s);
+    std::fflush(out);
+    results.push_back(r);
+  }
+  if (start_epoch > o.epochs) {
+    std::fprintf(out, "rnn_dp: nothing to do: the checkpoint already has %d of --epochs %d\n", start_epoch - 1,
+                 o.epochs);
+  }
+  return results;
+}
+
+}  // namespace rnn_dp

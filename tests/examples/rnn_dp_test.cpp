@@ -1,0 +1,310 @@
+// examples/rnn_dp end to end: the data recipe's counts, and short runs of the real binary on a
+// few hundred words per language (--limit) checking that the loss falls, that DataParallel over
+// cpu:0,cpu:1 matches a single-device run, that the [T x B] layout (scattered on dim 1) matches
+// [B x T], that --resume is bit-exact, and the errors of --no-total-length and a missing word list.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/serialization.h"
+#include "examples/rnn_dp/wordlang_dataset.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kDictDir = "/usr/share/dict";
+
+bool have_word_lists() {
+  for (const auto& lang : rnn_dp::kLanguages) {
+    if (!fs::exists(fs::path(kDictDir) / lang.file)) return false;
+  }
+  return true;
+}
+
+#define SKIP_WITHOUT_WORD_LISTS()                                                                       \
+  if (!have_word_lists()) GTEST_SKIP() << "the word lists are not installed in " << kDictDir           \
+                                       << " (scripts/setup.sh installs wamerican, wngerman, ...)"
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+RunResult run_rnn_dp(const std::string& args) {
+  const std::string cmd = std::string(RNN_DP_BINARY) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return r;
+}
+
+std::vector<nlohmann::json> read_metrics(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+// The model parameters of a checkpoint ("model.<key>").
+std::map<std::string, ember::Tensor> model_tensors(const fs::path& path) {
+  std::map<std::string, ember::Tensor> out;
+  for (auto& [name, t] : ember::load_safetensors(path.string())) {
+    if (name.rfind("model.", 0) == 0) out.emplace(name, t);
+  }
+  return out;
+}
+
+// One training run in its own directory: `dir`/metrics.jsonl and `dir`/ckpt.
+class TrainingRun {
+ public:
+  TrainingRun(const fs::path& root, const std::string& name) : dir_(root / name) { fs::create_directories(dir_); }
+  RunResult exec(const std::string& args) const {
+    return run_rnn_dp("--dict-dir " + std::string(kDictDir) + " --progress lines --metrics " + metrics().string() +
+                      " --checkpoint-dir " + ckpt().string() + " " + args);
+  }
+  fs::path metrics() const { return dir_ / "metrics.jsonl"; }
+  fs::path ckpt() const { return dir_ / "ckpt"; }
+  fs::path last() const { return ckpt() / "last.safetensors"; }
+
+ private:
+  fs::path dir_;
+};
+
+// Small enough for ~1 s per epoch on a busy 2-core machine, big enough for the loss to fall.
+const std::string kShort = "--limit 200 --batch-size 32 --threads 1 --workers 2";
+
+class RnnDp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/rnn_dp_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr) << std::strerror(errno);
+    root_ = new fs::path(tmpl);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*root_, ec);
+    delete root_;
+    root_ = nullptr;
+  }
+  // The DataParallel run over cpu:0,cpu:1 that several tests compare against (run once).
+  static const TrainingRun& reference_run() {
+    static const TrainingRun* run = [] {
+      auto* r = new TrainingRun(*root_, "dp");
+      RunResult res = r->exec(kShort + " --epochs 3 --devices cpu:0,cpu:1");
+      EXPECT_EQ(res.exit_code, 0) << res.output;
+      return r;
+    }();
+    return *run;
+  }
+  static fs::path* root_;
+};
+fs::path* RnnDp::root_ = nullptr;
+
+void expect_same_parameters(const fs::path& a, const fs::path& b, double tol) {
+  auto ta = model_tensors(a), tb = model_tensors(b);
+  ASSERT_FALSE(ta.empty());
+  ASSERT_EQ(ta.size(), tb.size());
+  for (auto& [name, x] : ta) {
+    ASSERT_TRUE(tb.count(name)) << name;
+    const ember::Tensor& y = tb.at(name);
+    ASSERT_EQ(x.sizes(), y.sizes()) << name;
+    auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < vx.size(); ++i) worst = std::max(worst, std::abs(vx[i] - vy[i]));
+    EXPECT_LE(worst, tol) << name << ": largest difference " << worst;
+  }
+}
+
+TEST(WordLangRecipe, GivesTheIssuesCountsAndTokens) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const rnn_dp::WordLangSplits s = rnn_dp::load_wordlang(kDictDir);
+  EXPECT_EQ(s.train.size(), rnn_dp::kFullTrainWords);
+  EXPECT_EQ(s.test.size(), rnn_dp::kFullTestWords);
+  std::array<size_t, rnn_dp::kLanguages.size()> train_per{}, test_per{};
+  for (const auto& w : s.train) ++train_per.at(static_cast<size_t>(w.label));
+  for (const auto& w : s.test) ++test_per.at(static_cast<size_t>(w.label));
+  for (size_t l = 0; l < rnn_dp::kLanguages.size(); ++l) {
+    EXPECT_EQ(train_per[l], 18000u) << rnn_dp::kLanguages[l].name;
+    EXPECT_EQ(test_per[l], 2000u) << rnn_dp::kLanguages[l].name;
+  }
+  for (const auto* split : {&s.train, &s.test}) {
+    for (const auto& w : *split) {
+      ASSERT_GE(w.bytes.size(), 2u) << w.bytes;
+      ASSERT_LE(w.bytes.size(), 24u) << w.bytes;
+      ASSERT_EQ(w.bytes.find('\''), std::string::npos) << w.bytes;
+    }
+  }
+  // Tokens are bytes + 1 (0 is padding), so multi-byte UTF-8 words give tokens above 128.
+  rnn_dp::WordLangDataset ds({{"Zürich", 1}});
+  auto [tokens, label] = ds.get(0);
+  EXPECT_EQ(label, 1);
+  const std::string z = "Zürich";
+  ASSERT_EQ(tokens.numel(), static_cast<int64_t>(z.size()));
+  auto v = tokens.to_vector<int64_t>();
+  for (size_t i = 0; i < z.size(); ++i) EXPECT_EQ(v[i], static_cast<unsigned char>(z[i]) + 1);
+
+  // --limit keeps the first N of each split per language.
+  const rnn_dp::WordLangSplits small = rnn_dp::load_wordlang(kDictDir, 5);
+  ASSERT_EQ(small.train.size(), 30u);
+  ASSERT_EQ(small.test.size(), 30u);
+  EXPECT_EQ(small.test[0].bytes, s.test[0].bytes);
+  EXPECT_EQ(small.train[4].bytes, s.train[4].bytes);
+  EXPECT_EQ(small.train[5].bytes, s.train[18000].bytes);  // first german training word
+}
+
+TEST(WordLangRecipe, MissingWordListNamesThePackageAndTheSetupScript) {
+  char tmpl[] = "/tmp/rnn_dp_nodict.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  try {
+    rnn_dp::load_wordlang(tmpl);
+    ADD_FAILURE() << "load_wordlang of an empty directory did not throw";
+  } catch (const ember::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("wamerican"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scripts/setup.sh"), std::string::npos) << e.what();
+  }
+  // The binary turns it into a message and exit code 1, not a crash.
+  RunResult r = run_rnn_dp(std::string("--dict-dir ") + tmpl + " --epochs 1 --metrics " + tmpl + "/m.jsonl");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("wamerican"), std::string::npos) << r.output;
+  fs::remove_all(tmpl);
+}
+
+TEST_F(RnnDp, LossFalls) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const TrainingRun& dp = reference_run();
+  auto m = read_metrics(dp.metrics());
+  ASSERT_EQ(m.size(), 3u);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ(m[e]["epoch"].get<int>(), e + 1);
+    EXPECT_EQ(m[e]["train_words"].get<int>(), 1200);
+    EXPECT_TRUE(m[e]["data_parallel"].get<bool>());
+  }
+  const double first = m[0]["loss"].get<double>(), last = m[2]["loss"].get<double>();
+  EXPECT_LT(first, std::log(6.0) + 0.1);  // no worse than chance from the start
+  EXPECT_LT(last, 0.9 * first) << "loss did not fall: " << first << " -> " << last;
+  EXPECT_LT(m[1]["loss"].get<double>(), first);
+  // Accuracy above chance (1/6) on the held-out words.
+  EXPECT_GT(m[2]["test_acc"].get<double>(), 0.3);
+  for (int e = 1; e <= 3; ++e) EXPECT_TRUE(fs::exists(dp.ckpt() / ("epoch-" + std::to_string(e) + ".safetensors")));
+}
+
+TEST_F(RnnDp, DataParallelMatchesSingleDevice) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const TrainingRun& dp = reference_run();
+  TrainingRun single(*root_, "single");
+  RunResult r = single.exec(kShort + " --epochs 3 --single-device");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("single device cpu:0"), std::string::npos) << r.output;
+  auto a = read_metrics(dp.metrics()), b = read_metrics(single.metrics());
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_NEAR(a[e]["loss"].get<double>(), b[e]["loss"].get<double>(), 1e-5) << "epoch " << e + 1;
+    EXPECT_NEAR(a[e]["test_acc"].get<double>(), b[e]["test_acc"].get<double>(), 1.0 / 1200) << "epoch " << e + 1;
+  }
+  expect_same_parameters(dp.last(), single.last(), 1e-5);
+}
+
+TEST_F(RnnDp, TimeMajorInputScatteredOnDim1MatchesBatchFirst) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const TrainingRun& dp = reference_run();
+  TrainingRun tb(*root_, "time_major");
+  RunResult r = tb.exec(kShort + " --epochs 3 --devices cpu:0,cpu:1 --batch-first false");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("input scattered on dim 1, lengths on dim 0, output gathered on dim 1"), std::string::npos)
+      << r.output;
+  auto a = read_metrics(dp.metrics()), b = read_metrics(tb.metrics());
+  ASSERT_EQ(b.size(), 3u);
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_NEAR(a[e]["loss"].get<double>(), b[e]["loss"].get<double>(), 1e-5) << "epoch " << e + 1;
+  }
+  expect_same_parameters(dp.last(), tb.last(), 1e-5);
+}
+
+TEST_F(RnnDp, ResumeIsBitExact) {
+  SKIP_WITHOUT_WORD_LISTS();
+  TrainingRun whole(*root_, "whole"), parts(*root_, "parts");
+  RunResult r = whole.exec(kShort + " --epochs 2 --devices cpu:0,cpu:1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = parts.exec(kShort + " --epochs 1 --devices cpu:0,cpu:1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = parts.exec(kShort + " --epochs 2 --devices cpu:0,cpu:1 --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("epoch=1 "), std::string::npos) << "the resumed run trained epoch 1 again:\n" << r.output;
+  ASSERT_NE(r.output.find("epoch=2 "), std::string::npos) << r.output;
+
+  // Every tensor of the final checkpoint (model and Adam state) is byte-for-byte the same.
+  auto a = ember::load_safetensors_map(whole.last().string());
+  auto b = ember::load_safetensors_map(parts.last().string());
+  ASSERT_GT(a.size(), 3u);
+  ASSERT_EQ(a.size(), b.size());
+  for (auto& [name, x] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    const ember::Tensor& y = b.at(name);
+    ASSERT_EQ(x.sizes(), y.sizes()) << name;
+    ASSERT_EQ(x.dtype(), y.dtype()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()), 0) << name << " differs";
+  }
+  auto ma = read_metrics(whole.metrics()), mb = read_metrics(parts.metrics());
+  ASSERT_EQ(ma.size(), 2u);
+  ASSERT_EQ(mb.size(), 2u);
+  EXPECT_EQ(ma[1]["loss"].get<double>(), mb[1]["loss"].get<double>());
+  EXPECT_EQ(ma[1]["test_acc"].get<double>(), mb[1]["test_acc"].get<double>());
+
+  // A checkpoint of another run is refused, naming the option.
+  r = parts.exec(kShort + " --epochs 3 --devices cpu:0,cpu:1 --resume --seed 7");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("seed=0"), std::string::npos) << r.output;
+}
+
+TEST_F(RnnDp, NoTotalLengthFailsWithDataParallelsError) {
+  SKIP_WITHOUT_WORD_LISTS();
+  TrainingRun run(*root_, "no_total_length");
+  RunResult r = run.exec(kShort + " --epochs 1 --devices cpu:0,cpu:1 --no-total-length");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rnn_dp: error: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("total_length"), std::string::npos) << r.output;
+  // Without DataParallel there is nothing to gather, so the same model trains.
+  TrainingRun single(*root_, "no_total_length_single");
+  r = single.exec(kShort + " --epochs 1 --single-device --no-total-length");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(RnnDpCli, BadFlagsExitWith2AndSayWhy) {
+  RunResult r = run_rnn_dp("--epochs zero");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--epochs"), std::string::npos) << r.output;
+  r = run_rnn_dp("--frobnicate");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--frobnicate"), std::string::npos) << r.output;
+  r = run_rnn_dp("--devices cpu:0,gpu:1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  r = run_rnn_dp("--help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--no-total-length"), std::string::npos) << r.output;
+}
+
+}  // namespace

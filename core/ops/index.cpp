@@ -150,7 +150,13 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   EMBER_CHECK_T(TypeError, self.dtype() == src.dtype(), "index_add_: self (", self.dtype(), ") and source (", src.dtype(),
                 ") must have the same scalar type");
   EMBER_CHECK_T(IndexError, index.dim() <= 1, "index_add_: Index is supposed to be a vector");
-  dim = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "index_add_");
+  if (self.dim() == 0) {  // as a 1-element vector (a view, so the writes land in self)
+    wrap_dim(dim, 0, "index_add_");
+    Tensor self1 = reshape(self, {1});
+    index_add_(self1, 0, index, src.dim() == 0 ? reshape(src, {1}) : src);
+    return self;
+  }
+  dim = wrap_dim(dim, self.dim(), "index_add_");
   auto idx = checked_indices("index_add_", index, self.sizes()[dim], dim);
   IntList expect = self.sizes();
   expect[dim] = static_cast<int64_t>(idx.size());

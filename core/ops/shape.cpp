@@ -100,9 +100,9 @@ Tensor reshape(const Tensor& a, const IntList& sizes) {
 
 Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
   int64_t n = a.dim();
-  if (n == 0) return make_view(a, {}, {}, a.storage_offset());
-  d0 = wrap_dim(d0, n, "transpose");
+  d0 = wrap_dim(d0, n, "transpose");  // a 0-dim tensor accepts 0 and -1
   d1 = wrap_dim(d1, n, "transpose");
+  if (n == 0) return make_view(a, {}, {}, a.storage_offset());
   IntList s = a.sizes(), st = a.strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
@@ -219,8 +219,8 @@ Tensor squeeze(const Tensor& a) {
 }
 
 Tensor squeeze(const Tensor& a, int64_t dim) {
+  dim = wrap_dim(dim, a.dim(), "squeeze");  // a 0-dim tensor accepts 0 and -1
   if (a.dim() == 0) return make_view(a, {}, {}, a.storage_offset());
-  dim = wrap_dim(dim, a.dim(), "squeeze");
   if (a.sizes()[dim] != 1) return make_view(a, a.sizes(), a.strides(), a.storage_offset());
   IntList s = a.sizes(), st = a.strides();
   s.erase(s.begin() + dim);

@@ -1160,6 +1160,23 @@ TEST(Index, IndexAddErrorsLeaveSelfUnchanged) {
   EXPECT_TRUE(ref::matches(self, Array::filled({3, 2}, 1.0), kFloat32));
 }
 
+TEST(Index, IndexAddIntoZeroDimSelf) {
+  // Regression: index_add_ read self.sizes()[0] of a 0-dim tensor (out of bounds; crashed).
+  // A 0-dim self acts as a 1-element vector, as in PyTorch.
+  Tensor self = ref::make(Array({}, {1.0}), kFloat32);
+  native::index_add_(self, 0, from_vector<int64_t>({0, 0}, {2}), from_vector<float>({2, 3}, {2}));
+  EXPECT_EQ(self.dim(), 0);
+  EXPECT_DOUBLE_EQ(self.item(), 6.0);
+  EXPECT_GT(self.version(), 0u);
+  native::index_add_(self, -1, from_vector<int64_t>({0}, {1}), scalar_tensor(0.5));
+  EXPECT_DOUBLE_EQ(self.item(), 6.5);
+  std::string msg = error_of<IndexError>([&] { native::index_add_(self, 0, from_vector<int64_t>({1}, {1}), ones({1})); });
+  EXPECT_THAT(msg, HasSubstr("index_add_"));
+  EXPECT_THAT(msg, HasSubstr("index 1"));
+  EXPECT_THROW(native::index_add_(self, 1, from_vector<int64_t>({0}, {1}), ones({1})), IndexError);
+  EXPECT_DOUBLE_EQ(self.item(), 6.5);
+}
+
 TEST(Index, OneHot) {
   Tensor idx = ref::make(Array({2, 3}, {0, 2, 1, 3, 3, 0}), kInt64, Layout::kTransposed);
   Array ri = ref::read(idx);
@@ -1247,6 +1264,33 @@ TEST(Softmax, BackwardFormulasMatchTheReference) {
     EXPECT_TRUE(ref::matches(native::log_softmax_backward(g, ly, dim), want2, kFloat64));
   }
   EXPECT_THROW(native::softmax_backward(zeros({2, 3}), zeros({3, 2}), 0), ValueError);
+}
+
+// ---- expanded (stride-0) inputs to every kind of op ----------------------------------------------------
+
+TEST(Expanded, StrideZeroInputsGiveTheSameResultsAsTheirMaterializedCopies) {
+  Tensor base = ref::make(ref::as_dtype(ref::random({3, 1, 4}, 91), kFloat32), kFloat32);
+  Tensor e = native::expand(base, {2, 3, 5, 4});
+  Tensor m = native::contiguous(e);
+  ASSERT_FALSE(m.storage().is_same(e.storage()));
+  Array re = ref::read(e);
+  auto same = [&](const Tensor& got, const Tensor& want) {
+    return ref::matches(got, ref::read(want), want.dtype());
+  };
+  EXPECT_TRUE(same(native::exp(e), native::exp(m)));
+  EXPECT_TRUE(same(native::mul(e, e), native::mul(m, m)));
+  EXPECT_TRUE(same(native::sum(e, {1, 2}), native::sum(m, {1, 2})));
+  EXPECT_TRUE(ref::matches(native::sum(e, {0, 2}, true), ref::sum(re, {0, 2}, true), kFloat32));
+  EXPECT_TRUE(ref::matches(native::amax(e, {-1}), ref::amax(re, {-1}), kFloat32));
+  EXPECT_TRUE(ref::matches(native::argmax(e, 3), ref::arg_reduce(re, 3, false, true).second, kInt64));
+  EXPECT_TRUE(ref::matches(native::softmax(e, 2), ref::softmax(re, 2, false), kFloat32));
+  EXPECT_TRUE(same(native::index_select(e, 2, from_vector<int64_t>({4, 0})), native::index_select(m, 2, from_vector<int64_t>({4, 0}))));
+  EXPECT_TRUE(same(native::cat({e, m}, 1), native::cat({m, m}, 1)));
+  Tensor gi = native::expand(from_vector<int64_t>({3, 1}, {1, 1, 1, 2}), {2, 3, 5, 2});
+  EXPECT_TRUE(ref::matches(native::gather(e, 3, gi), ref::gather(re, 3, ref::read(gi)), kFloat32));
+  Tensor w = native::expand(ref::make(ref::random({4, 1}, 92), kFloat32), {4, 6});
+  EXPECT_TRUE(ref::matches(native::matmul(e, w), ref::matmul(re, ref::read(w)), kFloat32));
+  EXPECT_TRUE(ref::matches(native::to(e, kFloat64), re, kFloat64, {0, 0}));
 }
 
 // ---- the thread-pool path ---------------------------------------------------------------------------------

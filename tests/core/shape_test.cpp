@@ -257,6 +257,27 @@ TEST(View, UnsqueezeSqueezeFlatten) {
   EXPECT_THAT(error_of<ValueError>([&] { native::flatten(b, 2, 1); }), HasSubstr("flatten"));
 }
 
+TEST(View, ZeroDimTransposeAndSqueezeStillCheckTheirDims) {
+  // A 0-dim tensor accepts dim 0 / -1 only, as in PyTorch.
+  Tensor s = scalar_tensor(2.0);
+  EXPECT_EQ(native::transpose(s, 0, -1).dim(), 0);
+  EXPECT_EQ(native::squeeze(s, 0).dim(), 0);
+  EXPECT_THAT(error_of<IndexError>([&] { native::transpose(s, 0, 5); }), HasSubstr("transpose"));
+  EXPECT_THAT(error_of<IndexError>([&] { native::squeeze(s, 3); }), HasSubstr("squeeze"));
+}
+
+TEST(View, ReshapeOfAnExpandedTensorCopiesAndViewsWhereItCan) {
+  Tensor base = ref::make(Array({3, 1}, {1, 2, 3}), kFloat32);
+  Tensor e = native::expand(base, {3, 4});
+  Tensor r = native::reshape(e, {12});
+  EXPECT_FALSE(r.storage().is_same(base.storage()));
+  EXPECT_TRUE(ref::matches(r, Array({12}, {1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}), kFloat32));
+  Tensor u = native::reshape(e, {3, 1, 4});  // only adds a unit dim: still a view
+  EXPECT_TRUE(is_view_of(u, base));
+  EXPECT_EQ(u.strides()[2], 0);
+  EXPECT_THROW(native::view(e, {12}), Error);
+}
+
 TEST(View, AsStridedChecksStorageBounds) {
   Tensor a = ref::make(iota({10}), kFloat32);
   Tensor s = native::as_strided(a, {3, 2}, {3, 1}, 1);

@@ -1,0 +1,53 @@
+// Adam (Kingma & Ba) with optional AMSGrad and L2 weight decay: torch.optim.Adam's update, op
+// for op (state "step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"). AdamW (adamw.h) shares the
+// update with decoupled weight decay. Not thread-safe.
+#pragma once
+#include <utility>
+
+#include "nn/optim/optimizer.h"
+
+namespace ember::optim {
+
+using Betas = std::pair<double, double>;
+
+class AdamOptions : public OptimizerOptions {
+ public:
+  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  EMBER_OPTIM_ARG(double, lr, 1e-3)
+  EMBER_OPTIM_ARG(Betas, betas, (Betas{0.9, 0.999}))
+  EMBER_OPTIM_ARG(double, eps, 1e-8)
+  EMBER_OPTIM_ARG(double, weight_decay, 0.0)
+  EMBER_OPTIM_ARG(bool, amsgrad, false)
+  EMBER_OPTIM_ARG(bool, maximize, false)
+
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+  std::string to_json() const override;
+  void from_json(const std::string& json) override;
+  void validate() const override;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<ParamGroup> param_groups, const AdamOptions& defaults = AdamOptions());
+  Adam(std::vector<Tensor> params, const AdamOptions& defaults = AdamOptions())
+      : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, defaults) {}
+
+  Tensor step(const LossClosure& closure = nullptr) override;
+  const char* type_name() const override { return "Adam"; }
+
+ protected:
+  Adam(std::vector<ParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults)
+      : Optimizer(std::move(param_groups), std::move(defaults)) {}
+};
+
+namespace detail {
+/// The Adam update of one parameter. decoupled: AdamW's p *= 1 - lr * weight_decay instead of
+/// adding weight_decay * p to the gradient.
+void adam_update(Tensor& param, const Tensor& grad, ParamState& state, double lr, std::pair<double, double> betas,
+                 double eps, double weight_decay, bool amsgrad, bool maximize, bool decoupled);
+}  // namespace detail
+
+}  // namespace ember::optim

@@ -1,0 +1,139 @@
+#include "nn/optim/optimizer.h"
+
+#include <set>
+#include <typeinfo>
+
+#include "autograd/grad_mode.h"
+#include "core/ops/native.h"
+
+namespace ember::optim {
+
+OptimizerOptions& ParamGroup::options() {
+  EMBER_CHECK(options_ != nullptr, "ParamGroup: this group has no options (it is not part of an optimizer yet)");
+  return *options_;
+}
+const OptimizerOptions& ParamGroup::options() const {
+  EMBER_CHECK(options_ != nullptr, "ParamGroup: this group has no options (it is not part of an optimizer yet)");
+  return *options_;
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults)
+    : defaults_(std::move(defaults)) {
+  EMBER_INTERNAL_ASSERT(defaults_ != nullptr);
+  defaults_->validate();
+  EMBER_CHECK_T(ValueError, !groups.empty(), "optimizer got an empty parameter list");
+  for (auto& g : groups) add_param_group(std::move(g));
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  EMBER_CHECK_T(ValueError, !group.params().empty(), "optimizer got an empty parameter list");
+  std::set<TensorImpl*> mine;
+  for (const auto& p : group.params()) {
+    EMBER_CHECK_T(ValueError, p.defined(), "optimizer can only optimize defined Tensors");
+    EMBER_CHECK_T(ValueError, p.is_leaf(), "can't optimize a non-leaf Tensor");
+    EMBER_CHECK_T(ValueError, p.is_floating_point(), "optimizer can only optimize Tensors of floating point dtype, got ",
+                  p.dtype());
+    EMBER_CHECK_T(ValueError, mine.insert(p.impl()).second,
+                  "optimizer contains a parameter group with duplicate parameters");
+  }
+  for (const auto& g : param_groups_) {
+    for (const auto& p : g.params()) {
+      EMBER_CHECK_T(ValueError, !mine.count(p.impl()), "some parameters appear in more than one parameter group");
+    }
+  }
+  if (!group.has_options()) {
+    group.set_options(defaults_->clone());
+  } else {
+    const OptimizerOptions& o = group.options();
+    EMBER_CHECK_T(TypeError, typeid(o) == typeid(*defaults_), type_name(),
+                  ": a param group's options are of another optimizer's type");
+    o.validate();
+  }
+  param_groups_.push_back(std::move(group));
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& g : param_groups_) {
+    for (auto& p : g.params()) {
+      AutogradMeta* m = p.autograd_meta();
+      if (!m || !m->grad || !m->grad->defined()) continue;
+      if (set_to_none) {
+        *m->grad = Tensor();
+      } else {
+        native::zero_(*m->grad);
+      }
+    }
+  }
+}
+
+const ParamState* Optimizer::find_state(const Tensor& param) const {
+  auto it = state_.find(param.impl());
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+OptimizerStateDict Optimizer::state_dict() const {
+  OptimizerStateDict sd;
+  int64_t index = 0;
+  for (const auto& g : param_groups_) {
+    OptimizerStateDict::Group out;
+    out.options = g.options().to_json();
+    for (const auto& p : g.params()) {
+      auto it = state_.find(p.impl());
+      if (it != state_.end() && !it->second.empty()) sd.state[index] = it->second;
+      out.params.push_back(index++);
+    }
+    sd.param_groups.push_back(std::move(out));
+  }
+  return sd;
+}
+
+void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
+  EMBER_CHECK_T(ValueError, sd.param_groups.size() == param_groups_.size(),
+                "loaded state dict has a different number of parameter groups (", sd.param_groups.size(),
+                " vs the optimizer's ", param_groups_.size(), ")");
+  std::map<int64_t, Tensor> by_index;
+  for (size_t gi = 0; gi < param_groups_.size(); ++gi) {
+    const auto& saved = sd.param_groups[gi];
+    EMBER_CHECK_T(ValueError, saved.params.size() == param_groups_[gi].params().size(),
+                  "loaded state dict contains a parameter group that doesn't match the size of optimizer's group "
+                  "(group ", gi, ": ", saved.params.size(), " vs ", param_groups_[gi].params().size(), ")");
+    for (size_t k = 0; k < saved.params.size(); ++k) by_index[saved.params[k]] = param_groups_[gi].params()[k];
+  }
+  // Parse every group's options and build every state tensor before changing anything.
+  std::vector<std::unique_ptr<OptimizerOptions>> options;
+  for (size_t gi = 0; gi < param_groups_.size(); ++gi) {
+    auto o = param_groups_[gi].options().clone();
+    o->from_json(sd.param_groups[gi].options);
+    o->validate();
+    options.push_back(std::move(o));
+  }
+  std::unordered_map<TensorImpl*, ParamState> new_state;
+  for (const auto& [idx, st] : sd.state) {
+    auto it = by_index.find(idx);
+    EMBER_CHECK_T(ValueError, it != by_index.end(), "loaded state dict has state for parameter index ", idx,
+                  ", which no parameter group holds");
+    const Tensor& p = it->second;
+    ParamState copy;
+    for (const auto& [key, t] : st) {
+      if (!t.defined()) continue;
+      Tensor v = t;
+      if (key != "step" && t.is_floating_point()) {
+        v = native::to(t, p.device(), p.dtype());
+      } else {
+        v = native::to(t, p.device());
+      }
+      copy[key] = v.is_same(t) ? native::clone(t) : v;
+    }
+    new_state[p.impl()] = std::move(copy);
+  }
+  for (size_t gi = 0; gi < param_groups_.size(); ++gi) param_groups_[gi].set_options(std::move(options[gi]));
+  state_ = std::move(new_state);
+}
+
+Tensor Optimizer::run_closure(const LossClosure& closure) {
+  if (!closure) return Tensor();
+  autograd::AutoGradMode enable(true);
+  return closure();
+}
+
+}  // namespace ember::optim

@@ -1,0 +1,134 @@
+// Optimizer: the base of SGD, Adam and AdamW (torch.optim.Optimizer). It owns param groups
+// (each a list of parameters plus its own hyper-parameters, an OptimizerOptions subclass) and
+// per-parameter state tensors keyed by name ("step", "exp_avg", "momentum_buffer", ...).
+// state_dict() numbers parameters across groups in order, as PyTorch does, so state is keyed by
+// parameter index. step() updates parameters in place under NoGradGuard (versions bump). Not
+// thread-safe; one optimizer per training loop.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace ember::optim {
+
+/// Declares a hyper-parameter with a chaining setter and a getter, as LibTorch's TORCH_ARG:
+/// SGDOptions(0.1).momentum(0.9).nesterov(true).
+#define EMBER_OPTIM_ARG(T, name, default_value)        \
+ public:                                               \
+  auto name(const T& v)->decltype(*this) {             \
+    name##_ = v;                                       \
+    return *this;                                      \
+  }                                                    \
+  const T& name() const { return name##_; }            \
+                                                       \
+ private:                                              \
+  T name##_ = default_value;                           \
+                                                       \
+ public:
+
+/// Hyper-parameters of one param group. Each optimizer defines its subclass.
+class OptimizerOptions {
+ public:
+  virtual ~OptimizerOptions() = default;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  /// Flat JSON object of every hyper-parameter, PyTorch's keys ({"lr":0.001,"betas":[0.9,0.999],...}).
+  virtual std::string to_json() const = 0;
+  /// Reads what to_json writes. Throws ValueError naming a missing or ill-typed key.
+  virtual void from_json(const std::string& json) = 0;
+  /// Throws ValueError (PyTorch's "Invalid learning rate: -1" etc.) for an invalid value.
+  virtual void validate() const = 0;
+};
+
+/// Parameters and (optionally) their own options; groups without options take the optimizer's defaults.
+class ParamGroup {
+ public:
+  ParamGroup(std::vector<Tensor> params) : params_(std::move(params)) {}  // NOLINT: implicit, as LibTorch
+  ParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  ParamGroup(const ParamGroup& o) : params_(o.params_), options_(o.options_ ? o.options_->clone() : nullptr) {}
+  ParamGroup& operator=(const ParamGroup& o) {
+    params_ = o.params_;
+    options_ = o.options_ ? o.options_->clone() : nullptr;
+    return *this;
+  }
+  ParamGroup(ParamGroup&&) = default;
+  ParamGroup& operator=(ParamGroup&&) = default;
+
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  bool has_options() const { return options_ != nullptr; }
+  /// Throws Error when the group has no options yet (before it joined an optimizer).
+  OptimizerOptions& options();
+  const OptimizerOptions& options() const;
+  void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+
+ private:
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+};
+
+/// Per-parameter state: named tensors ("step" is a 0-dim float32 tensor, as in PyTorch 1.13).
+using ParamState = std::map<std::string, Tensor>;
+
+/// What state_dict() returns and load_state_dict() takes (torch's {"state": ..., "param_groups": ...}).
+struct OptimizerStateDict {
+  struct Group {
+    std::string options;          // OptimizerOptions::to_json()
+    std::vector<int64_t> params;  // parameter indices, numbered across groups in order
+  };
+  std::map<int64_t, ParamState> state;
+  std::vector<Group> param_groups;
+};
+
+using LossClosure = std::function<Tensor()>;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update. With a closure, runs it first (grad mode on) and returns its loss.
+  virtual Tensor step(const LossClosure& closure = nullptr) = 0;
+  /// The optimizer's PyTorch class name ("SGD", "Adam", "AdamW").
+  virtual const char* type_name() const = 0;
+
+  /// set_to_none: drop the .grad tensors (default, as PyTorch 2); else zero them in place.
+  void zero_grad(bool set_to_none = true);
+  /// Throws ValueError for an empty group, a non-leaf or non-floating tensor, or a parameter
+  /// already in another group. A group without options gets a copy of the defaults.
+  void add_param_group(ParamGroup group);
+
+  std::vector<ParamGroup>& param_groups() { return param_groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return param_groups_; }
+  const OptimizerOptions& defaults() const { return *defaults_; }
+  /// State of `param` (created empty on first use).
+  ParamState& state(const Tensor& param) { return state_[param.impl()]; }
+  /// Null when `param` has no state yet.
+  const ParamState* find_state(const Tensor& param) const;
+
+  /// State tensors are the live ones (not copies), as in PyTorch.
+  OptimizerStateDict state_dict() const;
+  /// Copies state in (cloned; floating state other than "step" cast to its parameter's dtype and
+  /// device) and takes each group's hyper-parameters. Throws ValueError, changing nothing, when
+  /// the group count or a group's size differs, or state names an index no group holds.
+  void load_state_dict(const OptimizerStateDict& state_dict);
+
+ protected:
+  Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
+  /// Runs `closure` with grad mode on (the loss step() returns), or returns an undefined Tensor.
+  static Tensor run_closure(const LossClosure& closure);
+
+  std::vector<ParamGroup> param_groups_;
+  std::unordered_map<TensorImpl*, ParamState> state_;  // keyed by parameter identity
+  std::unique_ptr<OptimizerOptions> defaults_;
+};
+
+}  // namespace ember::optim

@@ -1330,9 +1330,45 @@ TEST(Parallel, LargeTensorsOnTwoThreadsMatchTheReference) {
   std::vector<int64_t> ri;
   for (int64_t i = 0; i < n; ++i) ri.push_back(i / 2);
   EXPECT_TRUE(ref::matches(native::index_select(a, 0, rows), ref::index_select(ra, 0, ri), kFloat32, {0, 0}));
+  // Broadcast row operand and a mask over the parallel row loop.
+  Tensor row = ref::make(ref::random({n}, 5), kFloat32);
+  Array rrow = ref::read(row);
+  EXPECT_TRUE(ref::matches(native::sub(b, row), ref::zip(rb, rrow, [](double x, double y) { return x - y; }), kFloat32));
+  Tensor mask = native::gt(a, 0.0);
+  EXPECT_TRUE(ref::matches(native::masked_fill(b, mask, -1.0),
+                           ref::zip(rb, ra, [](double x, double m) { return m > 0 ? -1.0 : x; }), kFloat32));
+  // One long strided row (every other element of 2^21): the split-row path with non-unit strides.
+  Tensor wide = ref::make(ref::random({2 * n * n}, 6), kFloat32);
+  Tensor every_other = native::slice(wide, 0, 1, 2 * n * n, 2);
+  Array reo = ref::read(every_other);
+  EXPECT_TRUE(ref::matches(native::mul(every_other, every_other), ref::zip(reo, reo, [](double x, double y) { return x * y; }),
+                           kFloat32));
+  // Several reduced dims of a non-contiguous 3-D tensor, in parallel over the outputs.
+  Tensor c3 = ref::make(ref::random({64, 128, 128}, 7), kFloat32, Layout::kTransposed);
+  Array r3 = ref::read(c3);
+  EXPECT_TRUE(ref::matches(native::sum(c3, {0, 2}, true), ref::sum(r3, {0, 2}, true), kFloat32, sum_tol));
+  EXPECT_TRUE(ref::matches(native::amin(c3, {1}), ref::amin(r3, {1}), kFloat32));
+  auto [mv, mi] = native::max(c3, 0);
+  EXPECT_TRUE(ref::matches(mi, ref::arg_reduce(r3, 0, false, true).second, kInt64));
+  EXPECT_TRUE(ref::matches(native::mean(c3, {1, 2}), ref::mean(r3, {1, 2}), kFloat32));
   // A matrix product large enough for threaded BLAS.
   Tensor m1 = native::narrow(a, 0, 0, 96), m2 = native::narrow(b, 1, 0, 80);  // [96,1024] x [1024,80]
   EXPECT_TRUE(ref::matches(native::mm(m1, m2), ref::mm(ref::read(m1), ref::read(m2)), kFloat32, {1e-4, 1e-3}));
+}
+
+TEST(Parallel, ResultsDoNotDependOnTheThreadCount) {
+  // Each output element is computed by one thread in a fixed order, so 1 and 2 threads agree exactly.
+  Tensor a = ref::make(ref::random({512, 2048}, 8), kFloat32, Layout::kTransposed);
+  auto run = [&](int threads) {
+    ScopedNumThreads t(threads);
+    return std::vector<Tensor>{native::sum(a, {1}), native::sum(a, {0}), native::softmax(a, 0), native::exp(a),
+                               native::add(a, native::t(native::contiguous(native::t(a)))), native::var(a, {1})};
+  };
+  std::vector<Tensor> one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_TRUE(ref::matches(two[i], ref::read(one[i]), one[i].dtype(), {0, 0}));
+  }
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ Tensor invert_permutation(const Tensor& permutation) {
 PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths, bool batch_first, bool enforce_sorted) {
   EMBER_CHECK(lengths.defined() && lengths.dim() == 1 && lengths.device().is_cpu() && !lengths.is_floating_point(),
               "'lengths' argument should be a 1D CPU int64 tensor, but got ", lengths.defined() ? lengths.dim() : 0,
-              "D ", lengths.defined() ? lengths.device() : Device::cpu(), " ",
+              "D ", !lengths.defined() || lengths.device().is_cpu() ? "cpu" : "cuda", " ",
               lengths.defined() ? torch_type_name(lengths.dtype()) : "undefined", " tensor");
   return pack_padded_sequence(input, to_int64_vector(lengths), batch_first, enforce_sorted);
 }

@@ -83,7 +83,13 @@ std::vector<T> Tensor::to_vector() const {
   std::vector<T> out(static_cast<size_t>(c.numel()));
   EMBER_DISPATCH_ALL(c.dtype(), "to_vector", [&] {
     const scalar_t* p = c.data_ptr<scalar_t>();
-    for (size_t k = 0; k < out.size(); ++k) out[k] = static_cast<T>(static_cast<double>(p[k]));
+    for (size_t k = 0; k < out.size(); ++k) {
+      if constexpr (sizeof(scalar_t) == 2) {
+        out[k] = static_cast<T>(static_cast<float>(p[k]));
+      } else {
+        out[k] = static_cast<T>(p[k]);  // direct: int64 values above 2^53 stay exact
+      }
+    }
   });
   return out;
 }

@@ -99,12 +99,15 @@ struct UnaryF {
       case UnaryOp::Neg: return static_cast<T>(-x);
       case UnaryOp::Abs: return x < T(0) ? static_cast<T>(-x) : x;
       case UnaryOp::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
-      case UnaryOp::Relu: return x > T(0) ? x : T(0);
+      case UnaryOp::Relu: return (x != x || x > T(0)) ? x : T(0);  // NaN propagates
       case UnaryOp::AddScalar: return static_cast<T>(x + static_cast<T>(a));
       case UnaryOp::MulScalar: return static_cast<T>(x * static_cast<T>(a));
       case UnaryOp::DivScalar: return static_cast<T>(x / static_cast<T>(a));
       case UnaryOp::RSubScalar: return static_cast<T>(static_cast<T>(a) - x);
-      case UnaryOp::Clamp: return x < static_cast<T>(a) ? static_cast<T>(a) : (x > static_cast<T>(b) ? static_cast<T>(b) : x);
+      case UnaryOp::Clamp: {  // min(max(x, lo), hi): hi wins when lo > hi, NaN propagates
+        T t = x < static_cast<T>(a) ? static_cast<T>(a) : x;
+        return t > static_cast<T>(b) ? static_cast<T>(b) : t;
+      }
       case UnaryOp::ClampMin: return x < static_cast<T>(a) ? static_cast<T>(a) : x;
       case UnaryOp::ClampMax: return x > static_cast<T>(a) ? static_cast<T>(a) : x;
       case UnaryOp::Fill: return static_cast<T>(a);

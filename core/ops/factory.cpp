@@ -79,7 +79,7 @@ Tensor scalar_tensor(double value, TensorOptions options) { return full({}, valu
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, IntList sizes, Device device) {
-  if (sizes.empty() && values.size() != 1) sizes = {static_cast<int64_t>(values.size())};
+  if (sizes.empty()) sizes = {static_cast<int64_t>(values.size())};
   EMBER_CHECK_T(ValueError, numel_of(sizes) == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes,
                 " needs ", numel_of(sizes), " values, got ", values.size());
   Tensor host = empty(sizes, TensorOptions(dtype_of<T>));
@@ -93,7 +93,7 @@ template Tensor from_vector<int64_t>(const std::vector<int64_t>&, IntList, Devic
 template Tensor from_vector<int32_t>(const std::vector<int32_t>&, IntList, Device);
 template <>
 Tensor from_vector<bool>(const std::vector<bool>& values, IntList sizes, Device device) {
-  if (sizes.empty() && values.size() != 1) sizes = {static_cast<int64_t>(values.size())};
+  if (sizes.empty()) sizes = {static_cast<int64_t>(values.size())};
   EMBER_CHECK_T(ValueError, numel_of(sizes) == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes,
                 " needs ", numel_of(sizes), " values, got ", values.size());
   Tensor host = empty(sizes, TensorOptions(kBool));

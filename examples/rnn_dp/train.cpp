@@ -65,7 +65,10 @@ uint64_t epoch_seed(uint64_t seed, int epoch) {
 
 std::string join_devices(const std::vector<Device>& devices) {
   std::string s;
-  for (size_t i = 0; i < devices.size(); ++i) s += (i ? "," : "") + devices[i].str();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (i) s += ',';
+    s += devices[i].str();
+  }
   return s;
 }
 

@@ -189,6 +189,20 @@ void run_hooks(Node& node, TensorList& inputs) {
   }
 }
 
+// The error, retyped as the same ember::Error subclass, with the node's name in front.
+std::exception_ptr with_node_name(const std::exception& ex, Node& node) {
+  std::string msg = ex.what();
+  if (msg.find("in backward of ") == std::string::npos) msg = "in backward of " + node.name() + ": " + msg;
+  if (dynamic_cast<const DistributedError*>(&ex)) return std::make_exception_ptr(DistributedError(msg));
+  if (dynamic_cast<const TimeoutError*>(&ex)) return std::make_exception_ptr(TimeoutError(msg));
+  if (dynamic_cast<const OutOfMemoryError*>(&ex)) return std::make_exception_ptr(OutOfMemoryError(msg));
+  if (dynamic_cast<const ValueError*>(&ex)) return std::make_exception_ptr(ValueError(msg));
+  if (dynamic_cast<const TypeError*>(&ex)) return std::make_exception_ptr(TypeError(msg));
+  if (dynamic_cast<const IndexError*>(&ex)) return std::make_exception_ptr(IndexError(msg));
+  if (dynamic_cast<const NotImplementedError*>(&ex)) return std::make_exception_ptr(NotImplementedError(msg));
+  return std::make_exception_ptr(Error(msg));
+}
+
 void run_task(NodeTask&& t) {
   auto& task = t.task;
   Node& node = *t.node;
@@ -229,9 +243,7 @@ void run_task(NodeTask&& t) {
     } catch (const std::exception& ex) {
       if (!done_lock.owns_lock()) done_lock.lock();
       if (!task->error) {
-        std::string msg = ex.what();
-        if (msg.find("in backward of ") == std::string::npos) msg = "in backward of " + node.name() + ": " + msg;
-        task->error = std::make_exception_ptr(Error(msg));
+        task->error = with_node_name(ex, node);
         task->failed.store(true, std::memory_order_release);
       }
     }

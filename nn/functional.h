@@ -46,7 +46,7 @@ Tensor gelu(const Tensor& input, const std::string& approximate = "none");
 // ---- losses ---------------------------------------------------------------------------------
 
 struct CrossEntropyOptions {
-  Tensor weight;               // [C] rescaling per class, or undefined
+  Tensor weight = Tensor();    // [C] rescaling per class, or undefined
   int64_t ignore_index = -100; // targets equal to it contribute nothing (class-index targets)
   Reduction reduction = Reduction::Mean;
   double label_smoothing = 0.0;  // in [0, 1]
@@ -60,7 +60,7 @@ struct CrossEntropyOptions {
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options = {});
 
 struct NLLLossOptions {
-  Tensor weight;
+  Tensor weight = Tensor();
   int64_t ignore_index = -100;
   Reduction reduction = Reduction::Mean;
 };
@@ -71,8 +71,8 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 
 struct BCEWithLogitsOptions {
-  Tensor weight;      // broadcast to input's shape, or undefined
-  Tensor pos_weight;  // broadcast over the last dim (per class), or undefined
+  Tensor weight = Tensor();      // broadcast to input's shape, or undefined
+  Tensor pos_weight = Tensor();  // broadcast over the last dim (per class), or undefined
   Reduction reduction = Reduction::Mean;
 };
 /// Sigmoid + binary cross-entropy in the log-sum-exp stable form:

@@ -311,7 +311,12 @@ Tensor composite_class_loss(const Tensor& logp, const Tensor& target_in, const T
   switch (reduction) {
     case Reduction::None: return l;
     case Reduction::Sum: return ember::sum(l);
-    case Reduction::Mean: return ember::div(ember::sum(l), native::sum(wt));
+    case Reduction::Mean: {
+      const double total_weight = native::sum(wt, {}, false, kFloat64).item();
+      // Every target ignored: NaN, as PyTorch, but with zero (not NaN) gradients, as PyTorch.
+      if (total_weight == 0.0) return ember::add(ember::sum(l), std::nan(""));
+      return ember::div(ember::sum(l), total_weight);
+    }
   }
   return l;
 }

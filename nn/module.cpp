@@ -215,8 +215,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
     if (it->second.sizes() != v.sizes()) {
       std::ostringstream os;
-      os << k << " (copying a param with shape " << v.sizes() << ", the shape in current model is "
-         << it->second.sizes() << ")";
+      os << k << ": copying a param with shape " << v.sizes() << " from checkpoint, the shape in current model is "
+         << it->second.sizes() << ".";
       mismatched.push_back(os.str());
       continue;
     }
@@ -239,7 +239,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
       list("Missing key(s) in state_dict", missing);
       list("Unexpected key(s) in state_dict", unexpected);
     }
-    list("size mismatch for", mismatched);
+    // PyTorch: one line per tensor, "size mismatch for <key>: copying a param with shape ...".
+    for (const auto& m : mismatched) os << "\n\tsize mismatch for " << m;
     EMBER_THROW(ValueError, os.str());
   }
   NoGradGuard no_grad;

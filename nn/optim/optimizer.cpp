@@ -45,8 +45,9 @@ void Optimizer::add_param_group(ParamGroup group) {
     group.set_options(defaults_->clone());
   } else {
     const OptimizerOptions& o = group.options();
-    EMBER_CHECK_T(TypeError, typeid(o) == typeid(*defaults_), type_name(),
-                  ": a param group's options are of another optimizer's type");
+    // No type_name() here: add_param_group also runs inside the base constructor.
+    EMBER_CHECK_T(TypeError, typeid(o) == typeid(*defaults_),
+                  "optimizer: a param group's options are of another optimizer's type");
     o.validate();
   }
   param_groups_.push_back(std::move(group));

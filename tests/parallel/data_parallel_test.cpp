@@ -26,6 +26,11 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "nn/optim/sgd.h"
+#include "nn/rnn.h"
+#include "nn/utils/rnn.h"
 
 namespace ember::parallel {
 namespace {
@@ -228,6 +233,36 @@ class Meeting : public nn::Cloneable<Meeting> {
 
  private:
   std::shared_ptr<Shared> shared_;
+};
+
+/// The FAQ's module: pack_padded_sequence -> 2-layer LSTM -> pad_packed_sequence -> Linear.
+/// With use_total_length, every replica pads to the input's length (the FAQ's fix).
+class PackedLstm : public nn::Cloneable<PackedLstm> {
+ public:
+  PackedLstm(bool batch_first, bool use_total_length)
+      : nn::Cloneable<PackedLstm>("PackedLstm"), batch_first_(batch_first), use_total_length_(use_total_length) {
+    reset();
+  }
+  void reset() override {
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(3, 5).num_layers(2).batch_first(batch_first_)));
+    head = register_module("head", std::make_shared<nn::Linear>(5, 2));
+  }
+  Tensor forward(const Tensor& padded_input, const Tensor& input_lengths) {
+    namespace rnn = nn::utils::rnn;
+    int64_t total_length = padded_input.size(batch_first_ ? 1 : 0);
+    auto packed = rnn::pack_padded_sequence(padded_input, input_lengths, batch_first_, /*enforce_sorted=*/false);
+    auto packed_output = std::get<0>(lstm->forward(packed));
+    std::optional<int64_t> pad_to;
+    if (use_total_length_) pad_to = total_length;
+    Tensor output = rnn::pad_packed_sequence(packed_output, batch_first_, 0.0, pad_to).first;
+    return head->forward(output);
+  }
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::Linear> head;
+
+ private:
+  bool batch_first_;
+  bool use_total_length_;
 };
 
 template <class M>
@@ -543,23 +578,19 @@ TEST_P(DataParallelOnDevices, GradModeOfTheCallerReachesTheReplicas) {
 
 TEST_P(DataParallelOnDevices, TwentySgdStepsMatchTheSingleDeviceRun) {
   auto single = std::make_shared<Mlp>(4, 8, 3);
-  auto wrapped = std::make_shared<Mlp>(4, 8, 3);  // the same initial values (seeded)
+  auto wrapped = single->clone_as();
   DataParallel<Mlp> dp(wrapped, devices());
-  auto sgd = [](nn::Module& m, double lr) {
-    NoGradGuard no_grad;
-    for (auto& p : m.parameters()) {
-      Tensor d = p;
-      native::add_(d, p.grad(), -lr);
-    }
-    m.zero_grad();
-  };
+  optim::SGD opt1(single->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  optim::SGD opt2(dp.parameters(), optim::SGDOptions(0.1).momentum(0.9));  // the wrapped module's
   for (int step = 0; step < 20; ++step) {
     Tensor x = seeded_randn({9, 4}, 100 + step);
     Tensor y = seeded_randn({9, 3}, 200 + step);
+    opt1.zero_grad();
     mean(pow(sub(single->forward(x), y), 2.0)).backward();
-    sgd(*single, 0.1);
+    opt1.step();
+    opt2.zero_grad();
     mean(pow(sub(dp(x), y), 2.0)).backward();
-    sgd(dp, 0.1);  // dp.parameters() are the wrapped module's
+    opt2.step();
   }
   auto a = single->named_parameters(), b = dp.named_parameters();
   ASSERT_EQ(a.size(), b.size());
@@ -568,6 +599,100 @@ TEST_P(DataParallelOnDevices, TwentySgdStepsMatchTheSingleDeviceRun) {
     expect_near(b[j].second, a[j].second, kTol, a[j].first);
   }
 }
+
+// ---- the FAQ: pack -> LSTM -> unpack under DataParallel -------------------------------------------
+
+/// [T, B, 3] (or [B, T, 3]) input and lengths in [1, T] with the longest in the first replica's share.
+std::pair<Tensor, Tensor> sequence_batch(int64_t batch, int64_t steps, bool batch_first, uint64_t seed) {
+  Generator gen(seed);
+  Tensor lengths = randint(1, steps + 1, {batch}, TensorOptions(kInt64), &gen);
+  auto l = lengths.to_vector<int64_t>();
+  l[0] = steps;
+  for (size_t i = 1; i < l.size(); ++i) l[i] = std::min<int64_t>(l[i], steps - 1);
+  IntList shape = batch_first ? IntList{batch, steps, 3} : IntList{steps, batch, 3};
+  return {randn(shape, TensorOptions(), &gen), from_vector<int64_t>(l)};
+}
+
+class PackedLstmOnDevices : public ::testing::TestWithParam<std::tuple<int, bool>> {
+ protected:
+  std::vector<Device> devices() const { return cpus(std::get<0>(GetParam())); }
+  bool batch_first() const { return std::get<1>(GetParam()); }
+  /// batch_first: everything on dim 0; else input on dim 1, lengths on dim 0, gather on dim 1.
+  std::unique_ptr<DataParallel<PackedLstm>> wrap(std::shared_ptr<PackedLstm> m) const {
+    auto dp = std::make_unique<DataParallel<PackedLstm>>(std::move(m), devices(), std::nullopt, batch_first() ? 0 : 1);
+    if (!batch_first()) dp->scatter_dims({1, 0});
+    return dp;
+  }
+};
+
+TEST_P(PackedLstmOnDevices, OutputsAndGradientsEqualTheSingleDeviceRun) {
+  for (int64_t batch : {int64_t{8}, int64_t{7}}) {
+    auto m = std::make_shared<PackedLstm>(batch_first(), /*use_total_length=*/true);
+    auto [x, lengths] = sequence_batch(batch, 6, batch_first(), 60 + batch);
+    x.requires_grad_(true);
+    Tensor ref = m->forward(x, lengths);
+    Tensor w = seeded_randn(ref.sizes(), 61);
+    sum(mul(ref, w)).backward();
+    auto ref_grads = grads_of(*m);
+    Tensor ref_input_grad = native::clone(x.grad());
+    m->zero_grad();
+    x.mutable_grad() = Tensor();
+
+    auto dp = wrap(m);
+    Tensor out = (*dp)(x, lengths);
+    expect_near(out, ref, kTol, "output");
+    sum(mul(out, w)).backward();
+    auto grads = grads_of(*m);
+    auto names = m->named_parameters();
+    for (size_t j = 0; j < grads.size(); ++j) expect_near(grads[j], ref_grads[j], kTol, names[j].first);
+    expect_near(x.grad(), ref_input_grad, kTol, "input grad");
+  }
+}
+
+TEST_P(PackedLstmOnDevices, WithoutTotalLengthReplicasDisagreeAndTheErrorSaysSo) {
+  auto [x, lengths] = sequence_batch(6, 5, batch_first(), 70);
+  auto dp = wrap(std::make_shared<PackedLstm>(batch_first(), /*use_total_length=*/false));
+  try {
+    (*dp)(x, lengths);
+    FAIL() << "expected the unequal-length error";
+  } catch (const ValueError& e) {
+    std::string msg = e.what();
+    std::string dim = batch_first() ? "dimension 1" : "dimension 0";
+    EXPECT_NE(msg.find("gather: outputs of replicas have different sizes in " + dim), std::string::npos) << msg;
+    EXPECT_NE(msg.find("pass total_length=<padded input length> to pad_packed_sequence"), std::string::npos) << msg;
+  }
+  // The FAQ's fix: pad every replica's output to the input's length.
+  auto fixed = std::make_shared<PackedLstm>(batch_first(), /*use_total_length=*/true);
+  Tensor out = (*wrap(fixed))(x, lengths);
+  expect_near(out, fixed->forward(x, lengths));
+}
+
+TEST_P(PackedLstmOnDevices, TwentyAdamStepsMatchTheSingleDeviceRun) {
+  auto single = std::make_shared<PackedLstm>(batch_first(), true);
+  auto wrapped = single->clone_as();
+  auto dp = wrap(wrapped);
+  optim::Adam opt1(single->parameters(), optim::AdamOptions(1e-2));
+  optim::Adam opt2(dp->parameters(), optim::AdamOptions(1e-2));
+  for (int step = 0; step < 20; ++step) {
+    auto [x, lengths] = sequence_batch(7, 5, batch_first(), 300 + step);
+    Tensor target = seeded_randn(batch_first() ? IntList{7, 5, 2} : IntList{5, 7, 2}, 400 + step);
+    opt1.zero_grad();
+    mean(pow(sub(single->forward(x, lengths), target), 2.0)).backward();
+    opt1.step();
+    opt2.zero_grad();
+    mean(pow(sub((*dp)(x, lengths), target), 2.0)).backward();
+    opt2.step();
+  }
+  auto a = single->named_parameters(), b = wrapped->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t j = 0; j < a.size(); ++j) expect_near(b[j].second, a[j].second, kTol, a[j].first);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuDevices, PackedLstmOnDevices, ::testing::Combine(::testing::Values(2, 3), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "dev_" +
+                                  (std::get<1>(info.param) ? "batch_first" : "time_major");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(CpuDevices, DataParallelOnDevices, ::testing::Values(2, 3),
                          [](const auto& info) { return std::to_string(info.param) + "dev"; });

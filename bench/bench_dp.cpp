@@ -1,0 +1,163 @@
+// ember-bench-dp: DataParallel scaling on CPU logical devices. The "nn" issue's LSTM training
+// step — Embedding(64, 32) -> LSTM(32, 256, 2 layers, batch_first) over
+// pack_padded_sequence(lengths uniform in [10, 50], enforce_sorted=false) ->
+// pad_packed_sequence(total_length=50) ->
+// Linear(256, 64) -> cross_entropy over the valid positions -> Adam — at batch 128, timed on
+// one device (cpu:0) and under DataParallel over cpu:0, cpu:1, with one intra-op thread
+// (set_num_threads(1)): every device runs on one core. The two configurations alternate
+// repetition by repetition so a loaded host slows both alike; medians are printed:
+//   dp_step_ms_1dev, dp_step_ms_2dev (ms per step), dp_scaling_2dev (1dev / 2dev, the
+//   throughput ratio), and dp_cpu_ms_1dev / dp_cpu_ms_2dev (process CPU time per step, all
+//   threads): on a loaded host the wall times mean little, the CPU times still show what
+//   DataParallel adds. A `#` line gives the host's load average before and after: the 2dev
+//   figure needs two idle cores (with autogroup scheduling a busy host gives this process
+//   about one core's share however many threads it runs). EMBER_BENCH_DP_REPS overrides the
+//   repetition count (default 9).
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/ops/random.h"
+#include "core/thread_pool.h"
+#include "nn/embedding.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "nn/rnn.h"
+#include "nn/utils/rnn.h"
+#include "parallel/data_parallel.h"
+
+namespace {
+
+using namespace ember;
+
+constexpr int64_t kVocab = 64;
+constexpr int64_t kEmbed = 32;
+constexpr int64_t kHidden = 256;
+constexpr int64_t kLayers = 2;
+constexpr int64_t kBatch = 128;
+constexpr int64_t kMaxLen = 50;
+
+class TaggerModel : public nn::Cloneable<TaggerModel> {
+ public:
+  TaggerModel() : nn::Cloneable<TaggerModel>("TaggerModel") { reset(); }
+  void reset() override {
+    embedding = register_module("embedding", std::make_shared<nn::Embedding>(kVocab, kEmbed));
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
+    head = register_module("head", std::make_shared<nn::Linear>(kHidden, kVocab));
+  }
+  /// tokens [B, T] int64, lengths [B] int64 -> logits [B, kMaxLen, kVocab].
+  Tensor forward(const Tensor& tokens, const Tensor& lengths) {
+    namespace rnn = nn::utils::rnn;
+    Tensor x = embedding->forward(tokens);
+    auto packed = rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+    auto out = std::get<0>(lstm->forward(packed));
+    Tensor padded = rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kMaxLen).first;
+    return head->forward(padded);
+  }
+  std::shared_ptr<nn::Embedding> embedding;
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::Linear> head;
+};
+
+struct Batch {
+  Tensor tokens, lengths, targets;  // targets: -100 (ignored) past each sequence's end
+};
+
+Batch make_batch(uint64_t seed) {
+  Generator gen(seed);
+  Batch b;
+  b.lengths = randint(10, kMaxLen + 1, {kBatch}, TensorOptions(kInt64), &gen);  // as ember-bench-lstm
+  b.tokens = randint(0, kVocab, {kBatch, kMaxLen}, TensorOptions(kInt64), &gen);
+  Tensor targets = randint(0, kVocab, {kBatch, kMaxLen}, TensorOptions(kInt64), &gen);
+  Tensor steps = native::unsqueeze(arange(kMaxLen), 0);
+  Tensor pad = native::ge(steps, native::unsqueeze(b.lengths, 1));
+  b.targets = native::masked_fill(targets, pad, -100);
+  return b;
+}
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+struct StepTime {
+  double wall_ms;
+  double cpu_ms;
+};
+
+template <class Forward>
+StepTime step_ms(Forward&& forward, optim::Adam& adam, const Batch& b) {
+  double c0 = process_cpu_ms();
+  auto t0 = std::chrono::steady_clock::now();
+  adam.zero_grad();
+  Tensor logits = forward(b.tokens, b.lengths);
+  Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, kVocab}), native::reshape(b.targets, {-1}));
+  loss.backward();
+  adam.step();
+  auto t1 = std::chrono::steady_clock::now();
+  return {std::chrono::duration<double, std::milli>(t1 - t0).count(), process_cpu_ms() - c0};
+}
+
+double load_average() {
+  double load[1] = {0.0};
+  return getloadavg(load, 1) == 1 ? load[0] : -1.0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  set_num_threads(1);
+  const double load_before = load_average();
+  int reps = 9;
+  if (const char* r = std::getenv("EMBER_BENCH_DP_REPS")) reps = std::max(1, std::atoi(r));
+
+  manual_seed(0);
+  auto single = std::make_shared<TaggerModel>();
+  auto wrapped = single->clone_as();
+  parallel::DataParallel<TaggerModel> dp(wrapped, {Device::cpu(0), Device::cpu(1)});
+  optim::Adam adam1(single->parameters(), optim::AdamOptions(1e-3));
+  optim::Adam adam2(dp.parameters(), optim::AdamOptions(1e-3));
+  auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
+  auto two = [&](const Tensor& t, const Tensor& l) { return dp(t, l); };
+
+  std::vector<Batch> batches;
+  for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + i));
+  for (int w = 0; w < 2; ++w) {  // warm up: allocator caches, device threads
+    step_ms(one, adam1, batches[w]);
+    step_ms(two, adam2, batches[w]);
+  }
+  std::vector<double> t1, t2, c1, c2;
+  for (int r = 0; r < reps; ++r) {
+    const Batch& b = batches[static_cast<size_t>(r) % batches.size()];
+    StepTime s1 = step_ms(one, adam1, b);
+    StepTime s2 = step_ms(two, adam2, b);
+    t1.push_back(s1.wall_ms);
+    c1.push_back(s1.cpu_ms);
+    t2.push_back(s2.wall_ms);
+    c2.push_back(s2.cpu_ms);
+  }
+  double m1 = median(t1), m2 = median(t2);
+  std::printf("# load average %.2f before, %.2f after (2 cores wanted idle)\n", load_before, load_average());
+  std::printf("dp_step_ms_1dev %.2f ms\n", m1);
+  std::printf("dp_step_ms_2dev %.2f ms\n", m2);
+  std::printf("dp_scaling_2dev %.3f x\n", m1 / m2);
+  std::printf("dp_cpu_ms_1dev %.2f ms\n", median(c1));
+  std::printf("dp_cpu_ms_2dev %.2f ms\n", median(c2));
+  return 0;
+}

@@ -1,0 +1,221 @@
+#include "parallel/distributed/init.h"
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "parallel/distributed/file_store.h"
+#include "parallel/distributed/prefix_store.h"
+#include "parallel/distributed/tcp/process_group_tcp.h"
+#include "parallel/distributed/tcp_store.h"
+#if EMBER_HAVE_MPI
+#include "parallel/distributed/mpi/process_group_mpi.h"
+#endif
+#if EMBER_HAVE_NCCL
+#include "parallel/distributed/nccl/process_group_nccl.h"
+#endif
+
+namespace ember::parallel {
+
+namespace {
+
+std::mutex g_mutex;
+std::shared_ptr<ProcessGroup> g_default;  // guarded by g_mutex
+
+const char* get(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+std::optional<int> int_var(const char* name, long lo, long hi) {
+  const char* v = get(name);
+  if (v == nullptr) return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  EMBER_CHECK_T(ValueError, errno == 0 && end != v && *end == '\0', "init_process_group: environment variable ",
+                name, "='", v, "' is not an integer");
+  EMBER_CHECK_T(ValueError, x >= lo && x <= hi, "init_process_group: environment variable ", name, "=", x,
+                " is out of range [", lo, ", ", hi, "]");
+  return static_cast<int>(x);
+}
+
+// "tcp://host:port" -> host, port; throws ValueError.
+std::pair<std::string, int> parse_tcp_url(const std::string& url) {
+  const std::string rest = url.substr(6);
+  const size_t colon = rest.rfind(':');
+  EMBER_CHECK_T(ValueError, colon != std::string::npos && colon > 0 && colon + 1 < rest.size(),
+                "init_process_group: init_method '", url, "' is not tcp://host:port");
+  std::string host = rest.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  const long port = std::strtol(rest.c_str() + colon + 1, &end, 10);
+  EMBER_CHECK_T(ValueError, *end == '\0' && port >= 1 && port <= 65535, "init_process_group: init_method '", url,
+                "' has an invalid port");
+  return {host, static_cast<int>(port)};
+}
+
+std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, int rank, int world_size,
+                                      const DistributedEnv& env, int64_t timeout_ms) {
+  TCPStoreOptions o;
+  o.timeout_ms = timeout_ms;
+  o.token = env.store_token;  // empty: TCPStore reads EMBER_STORE_TOKEN itself
+  if (!env.launcher_store && rank == 0) {
+    o.is_server = true;
+    o.world_size = world_size;
+    o.wait_for_workers = false;  // the process group's rendezvous waits for everyone
+  }
+  return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
+}
+
+std::shared_ptr<Store> make_store(const InitOptions& options, int rank, int world_size, const DistributedEnv& env) {
+  if (options.store) return options.store;
+  const std::string& m = options.init_method;
+  if (m.empty() || m == "env://") {
+    EMBER_CHECK_T(ValueError, env.master_addr.has_value(),
+                  "init_process_group: environment variable MASTER_ADDR is not set (the address of rank 0 or of "
+                  "the launcher's store; ember-run and torchrun set it), and no store was given");
+    EMBER_CHECK_T(ValueError, env.master_port.has_value(),
+                  "init_process_group: environment variable MASTER_PORT is not set (the store's port; ember-run "
+                  "and torchrun set it), and no store was given");
+    return make_tcp_store(*env.master_addr, *env.master_port, rank, world_size, env, options.timeout_ms);
+  }
+  if (m.rfind("tcp://", 0) == 0) {
+    const auto [host, port] = parse_tcp_url(m);
+    return make_tcp_store(host, port, rank, world_size, env, options.timeout_ms);
+  }
+  if (m.rfind("file://", 0) == 0) {
+    const std::string path = m.substr(7);
+    EMBER_CHECK_T(ValueError, !path.empty(), "init_process_group: init_method '", m, "' names no file");
+    return std::make_shared<FileStore>(path, world_size, options.timeout_ms);
+  }
+  EMBER_THROW(ValueError, "init_process_group: unknown init_method '", m,
+              "'; expected env://, tcp://host:port or file:///path");
+}
+
+}  // namespace
+
+DistributedEnv read_distributed_env() {
+  DistributedEnv env;
+  env.rank = int_var("RANK", 0, INT_MAX - 1);
+  env.world_size = int_var("WORLD_SIZE", 1, INT_MAX);
+  env.local_rank = int_var("LOCAL_RANK", 0, INT_MAX - 1);
+  env.local_world_size = int_var("LOCAL_WORLD_SIZE", 1, INT_MAX);
+  if (!env.rank && !env.world_size) {
+    env.rank = int_var("OMPI_COMM_WORLD_RANK", 0, INT_MAX - 1);
+    env.world_size = int_var("OMPI_COMM_WORLD_SIZE", 1, INT_MAX);
+    env.under_mpirun = env.rank.has_value() || env.world_size.has_value();
+    if (!env.local_rank) env.local_rank = int_var("OMPI_COMM_WORLD_LOCAL_RANK", 0, INT_MAX - 1);
+    if (!env.local_world_size) env.local_world_size = int_var("OMPI_COMM_WORLD_LOCAL_SIZE", 1, INT_MAX);
+  }
+  if (const char* a = get("MASTER_ADDR")) env.master_addr = a;
+  env.master_port = int_var("MASTER_PORT", 1, 65535);
+  if (const char* t = get("EMBER_STORE_TOKEN")) env.store_token = t;
+  const char* agent = get("EMBER_USE_AGENT_STORE");
+  const char* torch_agent = get("TORCHELASTIC_USE_AGENT_STORE");
+  env.launcher_store = (agent != nullptr && std::string(agent) == "1") ||
+                       (torch_agent != nullptr && (std::string(torch_agent) == "True" || std::string(torch_agent) == "1"));
+  if (auto rc = int_var("EMBER_RESTART_COUNT", 0, INT_MAX)) {
+    env.restart_count = *rc;
+  } else if (auto trc = int_var("TORCHELASTIC_RESTART_COUNT", 0, INT_MAX)) {
+    env.restart_count = *trc;
+  }
+  return env;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, InitOptions options) {
+  EMBER_CHECK_T(ValueError, backend == "tcp" || backend == "mpi" || backend == "nccl",
+                "init_process_group: unknown backend '", backend, "'; expected \"tcp\", \"mpi\" or \"nccl\"");
+  EMBER_CHECK_T(ValueError, options.timeout_ms > 0, "init_process_group: timeout_ms must be positive, got ",
+                options.timeout_ms);
+  const DistributedEnv env = read_distributed_env();
+  std::shared_ptr<ProcessGroup> pg;
+
+  if (backend == "mpi") {
+#if EMBER_HAVE_MPI
+    ProcessGroupMPIOptions mo;
+    mo.timeout_ms = options.timeout_ms;
+    pg = ProcessGroupMPI::create(mo);
+    EMBER_CHECK_T(ValueError, options.rank < 0 || options.rank == pg->rank(), "init_process_group: options.rank=",
+                  options.rank, " but MPI says this process is rank ", pg->rank());
+    EMBER_CHECK_T(ValueError, options.world_size < 0 || options.world_size == pg->size(),
+                  "init_process_group: options.world_size=", options.world_size, " but MPI's world has ",
+                  pg->size(), " processes");
+#else
+    EMBER_THROW(ValueError, "init_process_group: backend 'mpi' is not built in (configure with EMBER_MPI=ON and "
+                            "OpenMPI installed)");
+#endif
+  } else {
+#if !EMBER_HAVE_NCCL
+    EMBER_CHECK_T(ValueError, backend != "nccl",
+                  "init_process_group: backend 'nccl' is not built in (it needs the CUDA build with NCCL)");
+#endif
+    const int rank = options.rank >= 0 ? options.rank : env.rank.value_or(-1);
+    const int world_size = options.world_size >= 0 ? options.world_size : env.world_size.value_or(-1);
+    EMBER_CHECK_T(ValueError, rank >= 0,
+                  "init_process_group: environment variable RANK is not set (nor OMPI_COMM_WORLD_RANK); start "
+                  "the program with ember-run, torchrun or mpirun, or pass options.rank");
+    EMBER_CHECK_T(ValueError, world_size >= 1,
+                  "init_process_group: environment variable WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE); "
+                  "start the program with ember-run, torchrun or mpirun, or pass options.world_size");
+    EMBER_CHECK_T(ValueError, rank < world_size, "init_process_group: rank ", rank, " is not below world_size ",
+                  world_size, " (RANK / WORLD_SIZE)");
+    std::shared_ptr<Store> base;
+#if EMBER_HAVE_NCCL && EMBER_HAVE_MPI
+    // nccl under mpirun without a store: its unique id travels through MPI instead.
+    if (backend == "nccl" && !options.store && options.init_method.empty() && !env.master_addr && env.under_mpirun) {
+      ProcessGroupNCCLOptions no;
+      no.timeout_ms = options.timeout_ms;
+      if (env.local_rank) no.device = *env.local_rank;
+      pg = std::make_shared<ProcessGroupNCCL>(mpi::broadcast_nccl_unique_id(ProcessGroupNCCL::make_unique_id()),
+                                              rank, world_size, no);
+    }
+#endif
+    if (!pg) {
+      base = make_store(options, rank, world_size, env);
+      const std::string prefix = "ember_pg/" + options.group_name + "/" + std::to_string(env.restart_count);
+      // This rank's k-th group on this store pairs with every other rank's k-th.
+      const int64_t generation = base->add(prefix + "/inits/" + std::to_string(rank), 1);
+      auto store = std::make_shared<PrefixStore>(prefix + "/" + std::to_string(generation), base);
+      if (backend == "tcp") {
+        ProcessGroupTCPOptions to;
+        to.timeout_ms = options.timeout_ms;
+        pg = std::make_shared<ProcessGroupTCP>(store, rank, world_size, to);
+      } else {
+#if EMBER_HAVE_NCCL
+        ProcessGroupNCCLOptions no;
+        no.timeout_ms = options.timeout_ms;
+        if (env.local_rank) no.device = *env.local_rank;
+        pg = std::make_shared<ProcessGroupNCCL>(store, rank, world_size, no);
+#endif
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_default = pg;
+  return pg;
+}
+
+std::shared_ptr<ProcessGroup> default_process_group() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  EMBER_CHECK(g_default != nullptr, "default_process_group: init_process_group has not been called");
+  return g_default;
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_default != nullptr;
+}
+
+void destroy_process_group() {
+  std::shared_ptr<ProcessGroup> old;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    old.swap(g_default);
+  }
+}
+
+}  // namespace ember::parallel

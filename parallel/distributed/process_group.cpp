@@ -1,0 +1,190 @@
+#include "parallel/distributed/process_group.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "parallel/distributed/detail/reduce_kernels.h"
+
+namespace ember::parallel {
+
+const char* op_type_name(OpType type) {
+  switch (type) {
+    case OpType::ALL_REDUCE: return "all_reduce";
+    case OpType::BROADCAST: return "broadcast";
+    case OpType::REDUCE: return "reduce";
+    case OpType::ALL_GATHER: return "all_gather";
+    case OpType::REDUCE_SCATTER: return "reduce_scatter";
+    case OpType::BARRIER: return "barrier";
+    case OpType::SEND: return "send";
+    case OpType::RECV: return "recv";
+  }
+  return "?";
+}
+
+ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
+  EMBER_CHECK_T(ValueError, size >= 1, "ProcessGroup: world_size must be >= 1, got ", size);
+  EMBER_CHECK_T(ValueError, rank >= 0 && rank < size, "ProcessGroup: rank must be in [0, ", size,
+                "), got ", rank);
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+std::string ProcessGroup::who() const {
+  return backend_name() + " rank " + std::to_string(rank_) + "/" + std::to_string(size_);
+}
+
+OpInfo ProcessGroup::make_info(OpType type, const std::vector<Tensor>& tensors) {
+  OpInfo info;
+  info.type = type;
+  const bool p2p = type == OpType::SEND || type == OpType::RECV;
+  info.seq = p2p ? ++p2p_seq_ : ++collective_seq_;
+  std::ostringstream os;
+  os << who() << ": " << op_type_name(type) << " #" << info.seq;
+  if (!tensors.empty()) {
+    int64_t numel = 0;
+    for (const auto& t : tensors) numel += t.numel();
+    os << " (" << tensors.front().dtype() << ", " << numel << " element" << (numel == 1 ? "" : "s");
+    if (tensors.size() > 1) os << " in " << tensors.size() << " tensors";
+    os << ")";
+  }
+  info.description = os.str();
+  return info;
+}
+
+void ProcessGroup::check_tensor(const std::string& op, const Tensor& t, const char* what) const {
+  EMBER_CHECK_T(ValueError, t.defined(), who(), ": ", op, ": ", what, " is an undefined Tensor");
+  EMBER_CHECK_T(TypeError, detail::is_reducible_dtype(t.dtype()), who(), ": ", op, ": ", what,
+                " has dtype ", t.dtype(),
+                "; expected float32, float64, int64, int32, bfloat16 or float16");
+  EMBER_CHECK_T(ValueError, t.is_contiguous(), who(), ": ", op, ": ", what,
+                " must be contiguous (sizes ", t.sizes(), ", strides ", t.strides(),
+                "); call contiguous() and copy the result back");
+  check_device(op, t);
+}
+
+void ProcessGroup::check_rank_arg(const std::string& op, int r, const char* what, bool allow_self) const {
+  EMBER_CHECK_T(ValueError, r >= 0 && r < size_, who(), ": ", op, ": ", what, " must be in [0, ",
+                size_, "), got ", r);
+  EMBER_CHECK_T(ValueError, allow_self || r != rank_, who(), ": ", op, ": ", what,
+                " must be another rank, got this rank (", r, ")");
+}
+
+namespace {
+void check_same_dtype(const std::string& who, const std::string& op, const std::vector<Tensor>& ts,
+                      DType dtype) {
+  for (size_t i = 0; i < ts.size(); ++i)
+    EMBER_CHECK_T(TypeError, ts[i].dtype() == dtype, who, ": ", op, ": tensor ", i, " has dtype ",
+                  ts[i].dtype(), " but tensor 0 has ", dtype);
+}
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(std::vector<Tensor> tensors, ReduceOp op) {
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": all_reduce: expected at least one tensor");
+  for (const auto& t : tensors) check_tensor("all_reduce", t, "tensor");
+  for (auto& t : tensors) t.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return all_reduce_impl(make_info(OpType::ALL_REDUCE, tensors), std::move(tensors), op);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  return all_reduce(std::vector<Tensor>{tensor}, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(std::vector<Tensor> tensors, int root) {
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": broadcast: expected at least one tensor");
+  check_rank_arg("broadcast", root, "root", true);
+  for (const auto& t : tensors) check_tensor("broadcast", t, "tensor");
+  if (root != rank_)
+    for (auto& t : tensors) t.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return broadcast_impl(make_info(OpType::BROADCAST, tensors), std::move(tensors), root);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, int root) {
+  return broadcast(std::vector<Tensor>{tensor}, root);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(std::vector<Tensor> tensors, int root, ReduceOp op) {
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": reduce: expected at least one tensor");
+  check_rank_arg("reduce", root, "root", true);
+  for (const auto& t : tensors) check_tensor("reduce", t, "tensor");
+  if (root == rank_)
+    for (auto& t : tensors) t.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return reduce_impl(make_info(OpType::REDUCE, tensors), std::move(tensors), root, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, int root, ReduceOp op) {
+  return reduce(std::vector<Tensor>{tensor}, root, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor> outputs, const Tensor& input) {
+  check_tensor("all_gather", input, "input");
+  EMBER_CHECK_T(ValueError, static_cast<int>(outputs.size()) == size_, who(),
+                ": all_gather: expected one output tensor per rank (", size_, "), got ", outputs.size());
+  for (const auto& t : outputs) {
+    check_tensor("all_gather", t, "output");
+    EMBER_CHECK_T(TypeError, t.dtype() == input.dtype(), who(), ": all_gather: output has dtype ",
+                  t.dtype(), " but input has ", input.dtype());
+    EMBER_CHECK_T(ValueError, t.numel() == input.numel(), who(), ": all_gather: output has ",
+                  t.numel(), " elements but input has ", input.numel());
+  }
+  for (auto& t : outputs) t.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return all_gather_impl(make_info(OpType::ALL_GATHER, {input}), std::move(outputs), input);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, std::vector<Tensor> inputs,
+                                                   ReduceOp op) {
+  check_tensor("reduce_scatter", output, "output");
+  EMBER_CHECK_T(ValueError, static_cast<int>(inputs.size()) == size_, who(),
+                ": reduce_scatter: expected one input tensor per rank (", size_, "), got ", inputs.size());
+  for (const auto& t : inputs) {
+    check_tensor("reduce_scatter", t, "input");
+    EMBER_CHECK_T(TypeError, t.dtype() == output.dtype(), who(), ": reduce_scatter: input has dtype ",
+                  t.dtype(), " but output has ", output.dtype());
+    EMBER_CHECK_T(ValueError, t.numel() == output.numel(), who(), ": reduce_scatter: input has ",
+                  t.numel(), " elements but output has ", output.numel());
+  }
+  output.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return reduce_scatter_impl(make_info(OpType::REDUCE_SCATTER, {output}), output, std::move(inputs), op);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  return barrier_impl(make_info(OpType::BARRIER, {}));
+}
+
+std::shared_ptr<Work> ProcessGroup::send(std::vector<Tensor> tensors, int dst, int tag) {
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": send: expected at least one tensor");
+  check_rank_arg("send", dst, "dst", false);
+  for (const auto& t : tensors) check_tensor("send", t, "tensor");
+  check_same_dtype(who(), "send", tensors, tensors.front().dtype());
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  auto info = make_info(OpType::SEND, tensors);
+  info.description += " to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
+  return send_impl(info, std::move(tensors), dst, tag);
+}
+
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
+  return send(std::vector<Tensor>{tensor}, dst, tag);
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(std::vector<Tensor> tensors, int src, int tag) {
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": recv: expected at least one tensor");
+  check_rank_arg("recv", src, "src", false);
+  for (const auto& t : tensors) check_tensor("recv", t, "tensor");
+  check_same_dtype(who(), "recv", tensors, tensors.front().dtype());
+  for (auto& t : tensors) t.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  auto info = make_info(OpType::RECV, tensors);
+  info.description += " from rank " + std::to_string(src) + " tag " + std::to_string(tag);
+  return recv_impl(info, std::move(tensors), src, tag);
+}
+
+std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, int tag) {
+  return recv(std::vector<Tensor>{tensor}, src, tag);
+}
+
+}  // namespace ember::parallel

@@ -1,0 +1,136 @@
+#include "parallel/distributed/tcp/detail/pipeline.h"
+
+#include <exception>
+
+namespace ember::parallel::tcp::detail {
+
+Pipeline::Pipeline(std::function<void(const PipelineFailure&)> abort) : abort_(std::move(abort)) {
+  sender_ = std::thread([this] { sender_loop(); });
+}
+
+Pipeline::~Pipeline() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  sender_.join();
+}
+
+void Pipeline::record_failure(PipelineFailure f) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (have_failure_) return;
+    have_failure_ = true;
+    failure_ = f;
+  }
+  failed_.store(true);
+  recvs_done_.store(kAborted);
+  recvs_done_.notify_all();
+  abort_(f);
+}
+
+void Pipeline::sender_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || plan_ != nullptr; });
+    if (plan_ == nullptr) return;  // stop_
+    PipelinePlan* plan = plan_;
+    plan_ = nullptr;
+    lock.unlock();
+    run_sends(*plan);
+    lock.lock();
+    sender_busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void Pipeline::run_sends(PipelinePlan& plan) {
+  OpHeader header = plan.header;
+  // The header goes out with the first segment that needs no receive first (one syscall).
+  size_t i = 0;
+  iovec iov[2];
+  iov[0] = {&header, sizeof header};
+  int iovcnt = 1;
+  if (!plan.sends.empty() && plan.sends[0].after_recv < 0) {
+    iov[1] = {const_cast<void*>(plan.sends[0].data), plan.sends[0].num_bytes};
+    iovcnt = 2;
+    i = 1;
+  }
+  IoResult r = plan.send_socket->sendv_all(iov, iovcnt, plan.deadline);
+  if (!r.ok()) return record_failure({true, plan.send_peer, r, ""});
+  for (; i < plan.sends.size(); ++i) {
+    const SendItem& s = plan.sends[i];
+    if (s.after_recv >= 0) {
+      int64_t done = recvs_done_.load(std::memory_order_acquire);
+      while (done <= s.after_recv) {
+        recvs_done_.wait(done, std::memory_order_acquire);
+        done = recvs_done_.load(std::memory_order_acquire);
+      }
+      if (done == kAborted) return;
+    }
+    if (s.num_bytes == 0) continue;
+    r = plan.send_socket->send_all(s.data, s.num_bytes, plan.deadline);
+    if (!r.ok()) return record_failure({true, plan.send_peer, r, ""});
+  }
+}
+
+bool Pipeline::run(PipelinePlan& plan, PipelineFailure* failure) {
+  recvs_done_.store(0);
+  failed_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    have_failure_ = false;
+    failure_ = {};
+  }
+  if (plan.send_socket != nullptr) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plan_ = &plan;
+    sender_busy_ = true;
+    cv_.notify_all();
+  }
+
+  if (plan.recv_socket != nullptr) {
+    OpHeader theirs;
+    IoResult r = plan.recv_socket->recv_all(&theirs, sizeof theirs, plan.deadline);
+    if (!r.ok()) {
+      record_failure({false, plan.recv_peer, r, ""});
+    } else if (!(theirs == plan.header)) {
+      record_failure({false, plan.recv_peer, {}, "rank " + std::to_string(plan.recv_peer) +
+                                                     " is running " + theirs.str() +
+                                                     " but this rank is running " + plan.header.str()});
+    } else {
+      for (size_t i = 0; i < plan.recvs.size() && !failed_.load(std::memory_order_relaxed); ++i) {
+        const RecvItem& item = plan.recvs[i];
+        if (item.num_bytes > 0) {
+          r = plan.recv_socket->recv_all(item.data, item.num_bytes, plan.deadline);
+          if (!r.ok()) {
+            record_failure({false, plan.recv_peer, r, ""});
+            break;
+          }
+        }
+        if (plan.on_received) {
+          try {
+            plan.on_received(i);
+          } catch (const std::exception& e) {
+            record_failure({false, plan.recv_peer, {}, e.what()});
+            break;
+          }
+        }
+        recvs_done_.store(static_cast<int64_t>(i) + 1, std::memory_order_release);
+        recvs_done_.notify_one();
+      }
+    }
+  }
+
+  if (plan.send_socket != nullptr) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !sender_busy_; });
+  }
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  if (!have_failure_) return true;
+  *failure = failure_;
+  return false;
+}
+
+}  // namespace ember::parallel::tcp::detail

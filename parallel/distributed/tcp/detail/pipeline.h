@@ -1,0 +1,91 @@
+// Pipeline: runs one step list of a chunked, pipelined collective between this rank and two
+// ring neighbours: a list of segments to send to one peer and a list to receive from
+// another. Sends go out on the Pipeline's own sender thread, receives (and the combining
+// that follows each, e.g. a reduction into place) on the calling thread, so sending,
+// receiving and reducing overlap. A send may wait for a receive: send i goes out only once
+// receive `after_recv` has been received and processed. See Note [Ring pipeline] in
+// tcp/all_reduce.cpp. One run() at a time (the group's worker); not otherwise thread-safe.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parallel/distributed/tcp/detail/op_header.h"
+#include "parallel/distributed/tcp/detail/socket.h"
+
+namespace ember::parallel::tcp::detail {
+
+struct SendItem {
+  const void* data = nullptr;
+  size_t num_bytes = 0;
+  int64_t after_recv = -1;  // index into recvs this send waits for; -1: none
+};
+
+struct RecvItem {
+  void* data = nullptr;  // where the bytes land
+  size_t num_bytes = 0;
+};
+
+struct PipelinePlan {
+  Socket* send_socket = nullptr;  // null: this rank sends nothing
+  int send_peer = -1;
+  Socket* recv_socket = nullptr;  // null: this rank receives nothing
+  int recv_peer = -1;
+  OpHeader header;                // sent first, and expected first from recv_peer
+  std::vector<SendItem> sends;
+  std::vector<RecvItem> recvs;
+  /// Called on the receiving thread after recvs[i] arrived, before sends waiting on it go.
+  std::function<void(size_t i)> on_received;
+  Clock::time_point deadline;
+};
+
+/// How a pipeline failed: which direction, which peer, why.
+struct PipelineFailure {
+  bool sending = false;
+  int peer = -1;
+  IoResult io;              // status OK with a non-empty message: a protocol error
+  std::string message;      // header mismatch, or an exception from on_received
+};
+
+class Pipeline {
+ public:
+  /// `abort` breaks the group (shutting its sockets down); run() calls it with the first
+  /// failure, on the failing thread, so that the other direction stops too.
+  explicit Pipeline(std::function<void(const PipelineFailure&)> abort);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  /// Runs the plan to the end. Returns false and fills `failure` (the first failure of
+  /// either direction) when it did not complete; both directions have stopped by then.
+  bool run(PipelinePlan& plan, PipelineFailure* failure);
+
+ private:
+  void sender_loop();
+  void run_sends(PipelinePlan& plan);
+  void record_failure(PipelineFailure f);
+
+  std::function<void(const PipelineFailure&)> abort_;
+  std::thread sender_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  PipelinePlan* plan_ = nullptr;  // guarded by mutex_: the plan the sender should run
+  bool sender_busy_ = false;      // guarded by mutex_
+  bool stop_ = false;             // guarded by mutex_
+
+  // Per run: receives completed so far (the sender waits on it with atomic wait), and
+  // whether the run failed. kAborted in recvs_done_ wakes a waiting sender for good.
+  static constexpr int64_t kAborted = INT64_MAX;
+  std::atomic<int64_t> recvs_done_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex failure_mutex_;
+  bool have_failure_ = false;         // guarded by failure_mutex_
+  PipelineFailure failure_;           // guarded by failure_mutex_
+};
+
+}  // namespace ember::parallel::tcp::detail

@@ -1,0 +1,102 @@
+// ProcessGroupTCP: the tcp backend, for CPU tensors, over a full mesh of TCP connections
+// that it builds through a Store (see tcp/detail/mesh.h). Collectives run in call order on
+// one worker thread per group, with ring algorithms that pipeline send, receive and
+// reduce (Note [Ring pipeline] in tcp/all_reduce.cpp); send/recv run on their own thread
+// (tcp/send_recv.h). A failure breaks the group for good: see Note [tcp failures] in
+// process_group_tcp.cpp and parallel/README.md. Thread-safe as ProcessGroup says.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "parallel/distributed/process_group.h"
+#include "parallel/distributed/store.h"
+
+namespace ember::parallel {
+
+namespace tcp {
+class P2PEngine;
+namespace detail {
+class Mesh;
+class Pipeline;
+class GroupState;
+struct Context;
+}  // namespace detail
+}  // namespace tcp
+
+struct ProcessGroupTCPOptions {
+  /// Limit for each operation (from when the worker starts it) and for the rendezvous.
+  int64_t timeout_ms = ProcessGroup::kDefaultTimeoutMs;
+  /// The address the other ranks reach this one at; empty: tcp::detail::default_host()
+  /// (EMBER_TCP_HOST, else this host's address on the route to MASTER_ADDR, else 127.0.0.1).
+  std::string host;
+  /// SO_SNDBUF/SO_RCVBUF of every connection; 0 leaves the kernel's autotuning.
+  int socket_buffer_bytes = 4 << 20;
+  /// Pipelining granularity of the ring algorithms.
+  size_t segment_bytes = 256 << 10;
+};
+
+class ProcessGroupTCP final : public ProcessGroup {
+ public:
+  /// Connects to the other size-1 ranks through `store` (use a fresh store, or a
+  /// PrefixStore, per group). Blocks until all are connected; throws DistributedError or
+  /// TimeoutError naming the missing ranks after options.timeout_ms.
+  ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int size, ProcessGroupTCPOptions options = {});
+  /// Aborts what is still queued or running (those Works fail with "aborted") and closes
+  /// the connections. Wait for your Works first.
+  ~ProcessGroupTCP() override;
+
+  std::string backend_name() const override { return "tcp"; }
+  const ProcessGroupTCPOptions& options() const { return options_; }
+
+  /// True once an operation failed (or abort() was called); every later operation fails.
+  bool is_broken() const override;
+  /// Why it broke (the first failure's message); empty while it is not.
+  std::string broken_reason() const override;
+  /// Breaks the group now: running and queued operations fail with `reason`, and the peers'
+  /// pending operations fail as their connections to this rank close.
+  void abort(const std::string& reason = "abort() was called");
+
+ protected:
+  std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override;
+  std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;
+  std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
+                                    ReduceOp op) override;
+  std::shared_ptr<Work> all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) override;
+  std::shared_ptr<Work> reduce_scatter_impl(const OpInfo& info, Tensor output, std::vector<Tensor> inputs,
+                                            ReduceOp op) override;
+  std::shared_ptr<Work> barrier_impl(const OpInfo& info) override;
+  std::shared_ptr<Work> send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) override;
+  std::shared_ptr<Work> recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) override;
+  void check_device(const std::string& op, const Tensor& t) const override;
+
+ private:
+  struct Task {
+    std::shared_ptr<Work> work;
+    std::string description;
+    std::function<void()> run;
+  };
+  std::shared_ptr<Work> enqueue(const OpInfo& info, std::function<void()> run);
+  void worker_loop();
+
+  const ProcessGroupTCPOptions options_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<tcp::detail::Mesh> mesh_;
+  std::unique_ptr<tcp::detail::GroupState> state_;
+  std::unique_ptr<tcp::detail::Pipeline> pipeline_;
+  std::unique_ptr<tcp::detail::Context> ctx_;  // worker thread only
+  std::unique_ptr<tcp::P2PEngine> p2p_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;  // guarded by mutex_
+  bool stop_ = false;       // guarded by mutex_
+  bool busy_ = false;       // guarded by mutex_: the worker is running a task
+  std::thread worker_;
+};
+
+}  // namespace ember::parallel

@@ -1,0 +1,190 @@
+// init_process_group and read_distributed_env: which variables are read, the errors for
+// missing or malformed ones (each names the variable), explicit options and stores, and
+// the default group. Multi-process initialization is in process_group_tcp_process_test.cpp.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "parallel/distributed/hash_store.h"
+#include "parallel/distributed/init.h"
+#include "tests/parallel/process_group_test_util.h"
+
+namespace ember::parallel {
+namespace {
+
+const char* const kVars[] = {"RANK",
+                             "WORLD_SIZE",
+                             "LOCAL_RANK",
+                             "LOCAL_WORLD_SIZE",
+                             "MASTER_ADDR",
+                             "MASTER_PORT",
+                             "EMBER_STORE_TOKEN",
+                             "EMBER_USE_AGENT_STORE",
+                             "TORCHELASTIC_USE_AGENT_STORE",
+                             "EMBER_RESTART_COUNT",
+                             "TORCHELASTIC_RESTART_COUNT",
+                             "OMPI_COMM_WORLD_RANK",
+                             "OMPI_COMM_WORLD_SIZE",
+                             "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "OMPI_COMM_WORLD_LOCAL_SIZE"};
+
+class InitEnv : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* v : kVars) ::unsetenv(v);
+  }
+  void TearDown() override {
+    for (const char* v : kVars) ::unsetenv(v);
+    destroy_process_group();
+  }
+  static void set(const char* k, const char* v) { ::setenv(k, v, 1); }
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ValueError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not a ValueError: ") + e.what();
+  }
+  return "no error";
+}
+
+TEST_F(InitEnv, ReadsTorchrunVariables) {
+  set("RANK", "2");
+  set("WORLD_SIZE", "4");
+  set("LOCAL_RANK", "0");
+  set("LOCAL_WORLD_SIZE", "2");
+  set("MASTER_ADDR", "10.0.0.1");
+  set("MASTER_PORT", "29500");
+  set("EMBER_STORE_TOKEN", "secret");
+  set("EMBER_USE_AGENT_STORE", "1");
+  set("EMBER_RESTART_COUNT", "3");
+  const DistributedEnv env = read_distributed_env();
+  EXPECT_EQ(env.rank, 2);
+  EXPECT_EQ(env.world_size, 4);
+  EXPECT_EQ(env.local_rank, 0);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "10.0.0.1");
+  EXPECT_EQ(env.master_port, 29500);
+  EXPECT_EQ(env.store_token, "secret");
+  EXPECT_TRUE(env.launcher_store);
+  EXPECT_EQ(env.restart_count, 3);
+  EXPECT_FALSE(env.under_mpirun);
+}
+
+TEST_F(InitEnv, ReadsOpenMpiVariablesUnderMpirun) {
+  set("OMPI_COMM_WORLD_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "2");
+  set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  const DistributedEnv env = read_distributed_env();
+  EXPECT_EQ(env.rank, 1);
+  EXPECT_EQ(env.world_size, 2);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_TRUE(env.under_mpirun);
+  EXPECT_TRUE(env.launcher_store);
+}
+
+TEST_F(InitEnv, MalformedVariablesAreValueErrorsNamingThem) {
+  const std::pair<const char*, const char*> bad[] = {{"RANK", "one"},        {"RANK", "-1"},
+                                                     {"WORLD_SIZE", "0"},    {"WORLD_SIZE", "4x"},
+                                                     {"LOCAL_RANK", ""},     {"MASTER_PORT", "70000"},
+                                                     {"MASTER_PORT", "http"}, {"OMPI_COMM_WORLD_SIZE", "two"}};
+  for (const auto& [name, value] : bad) {
+    SetUp();
+    set(name, value);
+    if (std::string(value).empty()) continue;  // an empty variable counts as unset
+    const std::string msg = error_of([] { read_distributed_env(); });
+    EXPECT_NE(msg.find(name), std::string::npos) << name << "=" << value << ": " << msg;
+  }
+}
+
+TEST_F(InitEnv, MissingVariablesAreValueErrorsNamingThem) {
+  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("RANK"), std::string::npos);
+  set("RANK", "0");
+  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("WORLD_SIZE"), std::string::npos);
+  set("WORLD_SIZE", "2");
+  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("MASTER_ADDR"), std::string::npos);
+  set("MASTER_ADDR", "127.0.0.1");
+  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("MASTER_PORT"), std::string::npos);
+  set("RANK", "2");
+  set("MASTER_PORT", "1234");
+  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("rank 2 is not below world_size 2"), std::string::npos);
+}
+
+TEST_F(InitEnv, UnknownBackendAndInitMethodAreValueErrors) {
+  EXPECT_NE(error_of([] { init_process_group("gloo"); }).find("gloo"), std::string::npos);
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.init_method = "carrier-pigeon://x";
+  EXPECT_NE(error_of([&] { init_process_group("tcp", o); }).find("carrier-pigeon"), std::string::npos);
+  o.init_method = "tcp://nohostport";
+  EXPECT_NE(error_of([&] { init_process_group("tcp", o); }).find("tcp://host:port"), std::string::npos);
+#if !EMBER_HAVE_NCCL
+  o.init_method = "";
+  EXPECT_NE(error_of([&] { init_process_group("nccl", o); }).find("not built"), std::string::npos);
+#endif
+}
+
+TEST_F(InitEnv, ExplicitStoreRankAndWorldSizeNeedNoEnvironment) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        InitOptions o;
+        o.rank = r;
+        o.world_size = 3;
+        o.store = store;
+        o.timeout_ms = 20'000;
+        // init_process_group replaces the process-wide default group; ranks as threads keep
+        // their own handle instead.
+        auto pg = init_process_group("tcp", o);
+        errors[r] = test::check_all_reduce(*pg, kFloat32, 100, ReduceOp::SUM);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(is_initialized());
+}
+
+TEST_F(InitEnv, FileInitMethodAndDefaultGroup) {
+  const std::string path = ::testing::TempDir() + "/ember_pg_init_" + std::to_string(::getpid());
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.init_method = "file://" + path;
+  EXPECT_FALSE(is_initialized());
+  auto pg = init_process_group("tcp", o);
+  EXPECT_TRUE(is_initialized());
+  EXPECT_EQ(default_process_group().get(), pg.get());
+  EXPECT_EQ(test::check_all_reduce(*pg, kInt64, 10, ReduceOp::SUM), "");
+  destroy_process_group();
+  EXPECT_FALSE(is_initialized());
+  EXPECT_THROW(default_process_group(), Error);
+  std::remove(path.c_str());
+}
+
+TEST_F(InitEnv, SingleRankRunsWithOnlyAStore) {
+  set("RANK", "0");
+  set("WORLD_SIZE", "1");
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  auto pg = init_process_group("tcp", o);
+  EXPECT_EQ(pg->size(), 1);
+  EXPECT_EQ(test::run_all_checks(*pg, /*quick=*/true), "");
+}
+
+}  // namespace
+}  // namespace ember::parallel

@@ -1,0 +1,100 @@
+// The mpi backend, run by ctest as `mpirun --allow-run-as-root --oversubscribe -np 2
+// process_group_mpi_test`: every rank runs every test in the same order, so the collectives
+// match. The closed-form table (process_group_test_util.h), init_process_group("mpi") from
+// mpirun's environment, argument errors, wait timeouts and send/recv. Run on its own (not
+// under mpirun) it is a world of one, and still passes.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.h"
+#include "parallel/distributed/init.h"
+#include "parallel/distributed/mpi/process_group_mpi.h"
+#include "tests/parallel/process_group_test_util.h"
+
+namespace ember::parallel {
+namespace {
+
+std::shared_ptr<ProcessGroup> group() {
+  static std::shared_ptr<ProcessGroup> pg = [] {
+    InitOptions o;
+    o.timeout_ms = 60'000;
+    return init_process_group("mpi", o);
+  }();
+  return pg;
+}
+
+TEST(ProcessGroupMPI, InitFromMpirunEnvironment) {
+  auto pg = group();
+  EXPECT_EQ(pg->backend_name(), "mpi");
+  if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK")) {
+    EXPECT_EQ(pg->rank(), std::atoi(r));
+  }
+  if (const char* n = std::getenv("OMPI_COMM_WORLD_SIZE")) {
+    EXPECT_EQ(pg->size(), std::atoi(n));
+  }
+}
+
+TEST(ProcessGroupMPI, EveryCollectiveDtypeOpAndSizeHasClosedFormResults) {
+  EXPECT_EQ(test::run_all_checks(*group()), "") << "rank " << group()->rank();
+}
+
+TEST(ProcessGroupMPI, ManyQueuedCollectivesFinishInOrder) {
+  auto pg = group();
+  std::vector<Tensor> ts;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int k = 0; k < 10; ++k) {
+    ts.push_back(test::rank_values(kFloat32, 1000 + k, pg->rank()));
+    works.push_back(pg->all_reduce(ts.back(), ReduceOp::MAX));
+  }
+  for (auto& w : works) w->wait();
+  for (int k = 0; k < 10; ++k)
+    EXPECT_EQ(test::compare("queued", ts[k], 1000 + k,
+                            [&](int64_t i) { return test::expected_reduction(ReduceOp::MAX, kFloat32, pg->size(), i); }),
+              "");
+}
+
+TEST(ProcessGroupMPI, SendRecvBothDirectionsPostedFirst) {
+  auto pg = group();
+  if (pg->size() < 2) GTEST_SKIP() << "needs two ranks (run under mpirun -np 2)";
+  EXPECT_EQ(test::check_send_recv(*pg, kFloat32, 4 << 20), "");  // 16 MiB: beyond eager sizes
+  EXPECT_EQ(test::check_send_recv(*pg, kBFloat16, 11), "");
+}
+
+TEST(ProcessGroupMPI, RecvOfTheWrongSizeIsADistributedError) {
+  auto pg = group();
+  if (pg->size() < 2) GTEST_SKIP() << "needs two ranks (run under mpirun -np 2)";
+  if (pg->rank() == 0) {
+    pg->send(zeros({5}), 1, 9)->wait();
+  } else if (pg->rank() == 1) {
+    EXPECT_THROW(pg->recv(zeros({8}), 0, 9)->wait(), DistributedError);
+  }
+}
+
+TEST(ProcessGroupMPI, WaitTimeoutLeavesTheCollectiveRunning) {
+  auto pg = group();
+  if (pg->size() < 2) GTEST_SKIP() << "needs two ranks (run under mpirun -np 2)";
+  Tensor t = test::rank_values(kFloat64, 100, pg->rank());
+  if (pg->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto w = pg->all_reduce(t);
+  if (pg->rank() == 0) {
+    EXPECT_THROW(w->wait(20), TimeoutError);
+  }
+  w->wait();
+  EXPECT_EQ(test::compare("after timeout", t, 100,
+                          [&](int64_t i) { return test::expected_reduction(ReduceOp::SUM, kFloat64, pg->size(), i); }),
+            "");
+  pg->barrier()->wait();
+}
+
+TEST(ProcessGroupMPI, ArgumentErrors) {
+  auto pg = group();
+  Tensor t = zeros({4, 4});
+  EXPECT_THROW(pg->all_reduce(native::transpose(t, 0, 1)), ValueError);
+  EXPECT_THROW(pg->broadcast(t, pg->size()), ValueError);
+  EXPECT_THROW(pg->all_reduce(zeros({2}, kBool)), TypeError);
+  pg->barrier()->wait();
+}
+
+}  // namespace
+}  // namespace ember::parallel

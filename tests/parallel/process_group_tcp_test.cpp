@@ -1,0 +1,398 @@
+// The tcp backend, ranks as threads: every rank is a thread with its own ProcessGroupTCP over
+// one shared HashStore (loopback connections), world sizes 1-4. Every collective and op on
+// every dtype, 0-element and odd-sized tensors (closed-form results, process_group_test_util.h),
+// argument errors, Work semantics, mismatched collectives, send/recv matching, abort.
+// Real processes (fork, TCPStore, init_process_group, peer death) are in
+// process_group_tcp_process_test.cpp.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "core/error.h"
+#include "parallel/distributed/hash_store.h"
+#include "parallel/distributed/tcp/process_group_tcp.h"
+#include "tests/parallel/process_group_test_util.h"
+
+namespace ember::parallel {
+namespace {
+
+using test::run_all_checks;
+
+ProcessGroupTCPOptions fast_options(int64_t timeout_ms = 20'000) {
+  ProcessGroupTCPOptions o;
+  o.timeout_ms = timeout_ms;
+  o.host = "127.0.0.1";
+  return o;
+}
+
+using Groups = std::vector<std::unique_ptr<ProcessGroupTCP>>;
+
+// Builds n groups (one per rank, each constructed on its own thread, as rendezvous needs).
+Groups make_groups(int n, ProcessGroupTCPOptions o = fast_options()) {
+  auto store = std::make_shared<HashStore>();
+  Groups groups(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        groups[r] = std::make_unique<ProcessGroupTCP>(store, r, n, o);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return groups;
+}
+
+// Runs f(rank's group) on one thread per rank; an exception is a test failure naming the rank.
+void on_ranks(Groups& groups, const std::function<void(ProcessGroupTCP&)>& f) {
+  std::vector<std::thread> threads;
+  for (auto& g : groups)
+    threads.emplace_back([&f, &g] {
+      try {
+        f(*g);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << g->rank() << " threw: " << e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+}
+
+class TcpWorldSize : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpWorldSize, EveryCollectiveDtypeOpAndSizeHasClosedFormResults) {
+  Groups groups = make_groups(GetParam());
+  on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(run_all_checks(pg), "") << "rank " << pg.rank(); });
+}
+
+TEST_P(TcpWorldSize, TinySegmentsPipelineManySteps) {
+  // 64-byte segments: every chunk spans many segments, so the sender runs far ahead of and
+  // behind the receiver; results must not change.
+  ProcessGroupTCPOptions o = fast_options();
+  o.segment_bytes = 64;
+  o.socket_buffer_bytes = 0;  // kernel autotuning, too
+  Groups groups = make_groups(GetParam(), o);
+  on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(run_all_checks(pg, /*quick=*/true), "") << "rank " << pg.rank(); });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpWorldSize, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
+
+TEST(ProcessGroupTCP, RankSizeAndBackendName) {
+  Groups groups = make_groups(3);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(groups[r]->rank(), r);
+    EXPECT_EQ(groups[r]->size(), 3);
+    EXPECT_EQ(groups[r]->backend_name(), "tcp");
+    EXPECT_FALSE(groups[r]->is_broken());
+  }
+}
+
+TEST(ProcessGroupTCP, AllReduceIsInPlaceOnTwoDimensionalTensors) {
+  Groups groups = make_groups(2);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    Tensor t = native::reshape(test::rank_values(kFloat32, 15, pg.rank()), {3, 5});
+    const void* data = t.raw_data();
+    pg.all_reduce(t)->wait();
+    EXPECT_EQ(t.raw_data(), data);
+    EXPECT_EQ(t.sizes(), (IntList{3, 5}));
+    EXPECT_EQ(test::compare("2-D", t, 15, [](int64_t i) { return test::expected_reduction(ReduceOp::SUM, kFloat32, 2, i); }), "");
+  });
+}
+
+TEST(ProcessGroupTCP, ArgumentErrorsThrowBeforeAnythingIsQueued) {
+  Groups groups = make_groups(2);
+  ProcessGroupTCP& pg = *groups[0];
+  Tensor t = zeros({4, 4});
+  Tensor nc = native::transpose(t, 0, 1);
+  EXPECT_THROW(pg.all_reduce(nc), ValueError);                                  // non-contiguous
+  EXPECT_THROW(pg.all_reduce(zeros({3}, kBool)), TypeError);                     // dtype
+  EXPECT_THROW(pg.all_reduce(std::vector<Tensor>{}), ValueError);                // nothing
+  EXPECT_THROW(pg.all_reduce(Tensor()), ValueError);                             // undefined
+  EXPECT_THROW(pg.broadcast(t, 2), ValueError);                                  // root out of range
+  EXPECT_THROW(pg.reduce(t, -1), ValueError);
+  EXPECT_THROW(pg.send(t, 0), ValueError);                                       // to itself
+  EXPECT_THROW(pg.recv(t, 5), ValueError);
+  EXPECT_THROW(pg.all_gather({zeros({16})}, t), ValueError);                     // one output per rank
+  EXPECT_THROW(pg.all_gather({zeros({16}), zeros({15})}, t), ValueError);        // numel
+  EXPECT_THROW(pg.all_gather({zeros({16}), zeros({16}, kFloat64)}, t), TypeError);
+  EXPECT_THROW(pg.reduce_scatter(zeros({4}), {zeros({4})}), ValueError);
+  EXPECT_THROW(pg.reduce_scatter(zeros({4}), {zeros({4}), zeros({5})}), ValueError);
+  try {
+    pg.all_reduce(nc);
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("contiguous"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tcp rank 0/2"), std::string::npos) << e.what();
+  }
+  // Nothing was queued: the group still works, with matching collectives on both ranks.
+  on_ranks(groups, [](ProcessGroupTCP& g) { EXPECT_EQ(test::check_all_reduce(g, kFloat32, 10, ReduceOp::SUM), ""); });
+}
+
+TEST(ProcessGroupTCP, WaitTimeoutLeavesTheCollectiveRunningAndTheGroupUsable) {
+  Groups groups = make_groups(2);
+  std::atomic<bool> rank0_timed_out{false};
+  on_ranks(groups, [&](ProcessGroupTCP& pg) {
+    Tensor t = test::rank_values(kFloat32, 1000, pg.rank());
+    if (pg.rank() == 1) {
+      while (!rank0_timed_out.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      pg.all_reduce(t)->wait();
+    } else {
+      auto work = pg.all_reduce(t);
+      try {
+        work->wait(50);
+        ADD_FAILURE() << "wait(50) returned although rank 1 had not joined";
+      } catch (const TimeoutError& e) {
+        EXPECT_NE(std::string(e.what()).find("all_reduce #1"), std::string::npos) << e.what();
+      }
+      EXPECT_FALSE(work->is_completed());
+      EXPECT_EQ(work->exception(), nullptr);
+      rank0_timed_out = true;
+      work->wait();
+      EXPECT_TRUE(work->is_success());
+    }
+    EXPECT_EQ(test::compare("after timeout", t, 1000,
+                            [](int64_t i) { return test::expected_reduction(ReduceOp::SUM, kFloat32, 2, i); }),
+              "");
+    EXPECT_FALSE(pg.is_broken());
+    EXPECT_EQ(test::check_all_reduce(pg, kInt64, 33, ReduceOp::MAX), "");
+  });
+}
+
+TEST(ProcessGroupTCP, OperationsRunInCallOrderAsynchronously) {
+  Groups groups = make_groups(3);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    std::vector<Tensor> ts;
+    std::vector<std::shared_ptr<Work>> works;
+    for (int k = 0; k < 20; ++k) {
+      ts.push_back(test::make_tensor_of(kInt64, 100 + k, [&](int64_t i) { return pg.rank() * 1000 + k + i; }));
+      works.push_back(pg.all_reduce(ts.back()));
+    }
+    std::atomic<int> callbacks{0};
+    works.back()->add_callback([&](Work& w) {
+      EXPECT_TRUE(w.is_completed());
+      ++callbacks;
+    });
+    for (auto& w : works) w->wait();
+    EXPECT_EQ(callbacks.load(), 1);
+    for (int k = 0; k < 20; ++k)
+      EXPECT_EQ(test::compare("queued", ts[k], 100 + k, [&](int64_t i) { return 3000.0 + 3 * (k + i); }), "");
+  });
+}
+
+TEST(ProcessGroupTCP, MismatchedCollectivesFailWithDistributedErrorNamingBoth) {
+  Groups groups = make_groups(2);
+  std::vector<std::string> messages(2);
+  on_ranks(groups, [&](ProcessGroupTCP& pg) {
+    Tensor t = zeros({8});
+    auto work = pg.rank() == 0 ? pg.all_reduce(t) : pg.broadcast(t, 0);
+    try {
+      work->wait();
+      ADD_FAILURE() << "mismatched collectives succeeded";
+    } catch (const DistributedError& e) {
+      messages[pg.rank()] = e.what();
+    }
+    EXPECT_TRUE(pg.is_broken());
+    // A broken group fails later operations at once, with the first reason.
+    try {
+      pg.barrier()->wait();
+      ADD_FAILURE() << "a broken group ran a barrier";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
+    }
+  });
+  // The rank that read the other's header says what both called; the other one sees the
+  // connection close as its peer breaks the group.
+  const std::string& said = messages[0].find("is running") != std::string::npos ? messages[0] : messages[1];
+  EXPECT_NE(said.find("is running"), std::string::npos) << messages[0] << "\n" << messages[1];
+  EXPECT_NE(said.find("broadcast #1"), std::string::npos) << said;
+  EXPECT_NE(said.find("all_reduce #1"), std::string::npos) << said;
+}
+
+TEST(ProcessGroupTCP, MismatchedSizesAreDetected) {
+  Groups groups = make_groups(2);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    Tensor t = zeros({pg.rank() == 0 ? 10 : 11});
+    EXPECT_THROW(pg.all_reduce(t)->wait(), DistributedError);
+  });
+}
+
+TEST(ProcessGroupTCP, SendRecvMatchesByTagOutOfOrder) {
+  Groups groups = make_groups(2);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    if (pg.rank() == 0) {
+      auto a = pg.send(test::rank_values(kFloat32, 10, 0), 1, /*tag=*/1);
+      auto b = pg.send(test::rank_values(kFloat32, 20, 5), 1, /*tag=*/2);
+      auto c = pg.send(std::vector<Tensor>{test::rank_values(kInt64, 3, 1), test::rank_values(kInt64, 4, 2)}, 1, 3);
+      a->wait();
+      b->wait();
+      c->wait();
+    } else {
+      // Tag 2 first: tag 1's message arrives before its recv and waits in memory.
+      Tensor x = zeros({20}), y = zeros({10});
+      pg.recv(x, 0, 2)->wait();
+      pg.recv(y, 0, 1)->wait();
+      EXPECT_EQ(test::compare("tag 2", x, 20, [](int64_t i) { return test::value(5, i); }), "");
+      EXPECT_EQ(test::compare("tag 1", y, 10, [](int64_t i) { return test::value(0, i); }), "");
+      Tensor p = zeros({3}, kInt64), q = zeros({4}, kInt64);
+      pg.recv(std::vector<Tensor>{p, q}, 0, 3)->wait();
+      EXPECT_EQ(test::compare("multi 0", p, 3, [](int64_t i) { return test::value(1, i); }), "");
+      EXPECT_EQ(test::compare("multi 1", q, 4, [](int64_t i) { return test::value(2, i); }), "");
+    }
+  });
+}
+
+TEST(ProcessGroupTCP, BothRanksSendingLargeMessagesFirstDoNotDeadlock) {
+  Groups groups = make_groups(2);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    const int64_t n = 8 << 20;  // 32 MiB each way: far beyond the socket buffers
+    Tensor out = test::rank_values(kFloat32, n, pg.rank());
+    Tensor in = zeros({n});
+    auto s = pg.send(out, 1 - pg.rank(), 0);
+    s->wait();  // completes although the peer has not posted its recv yet... or only once it has
+    auto r = pg.recv(in, 1 - pg.rank(), 0);
+    r->wait();
+    EXPECT_EQ(test::compare("big", in, n, [&](int64_t i) { return test::value(1 - pg.rank(), i); }), "");
+  });
+}
+
+TEST(ProcessGroupTCP, SendRecvSizeMismatchIsADistributedError) {
+  Groups groups = make_groups(2);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    if (pg.rank() == 0) {
+      pg.send(zeros({10}), 1, 0)->wait();
+    } else {
+      try {
+        pg.recv(zeros({12}), 0, 0)->wait();
+        ADD_FAILURE() << "size mismatch not detected";
+      } catch (const DistributedError& e) {
+        EXPECT_NE(std::string(e.what()).find("40 bytes"), std::string::npos) << e.what();
+      }
+    }
+  });
+}
+
+TEST(ProcessGroupTCP, CollectivesAndSendRecvInterleave) {
+  Groups groups = make_groups(3);
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    const int next = (pg.rank() + 1) % 3, prev = (pg.rank() + 2) % 3;
+    Tensor in = zeros({1000});
+    auto r = pg.recv(in, prev, 4);
+    Tensor t = test::rank_values(kFloat64, 5000, pg.rank());
+    auto ar = pg.all_reduce(t);
+    auto s = pg.send(test::rank_values(kFloat32, 1000, pg.rank()), next, 4);
+    ar->wait();
+    s->wait();
+    r->wait();
+    EXPECT_EQ(test::compare("p2p", in, 1000, [&](int64_t i) { return test::value(prev, i); }), "");
+    EXPECT_EQ(test::compare("ar", t, 5000, [](int64_t i) { return test::expected_reduction(ReduceOp::SUM, kFloat64, 3, i); }), "");
+  });
+}
+
+TEST(ProcessGroupTCP, HungPeerTimesOutWithDistributedErrorNamingRankAndCollective) {
+  // Rank 2 never calls the collective: the others must fail within the group's timeout.
+  Groups groups = make_groups(3, fast_options(/*timeout_ms=*/500));
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> messages(3);
+  on_ranks(groups, [&](ProcessGroupTCP& pg) {
+    if (pg.rank() == 2) return;
+    Tensor t = zeros({1 << 20});
+    try {
+      pg.all_reduce(t)->wait();
+      ADD_FAILURE() << "all_reduce finished without rank 2";
+    } catch (const DistributedError& e) {
+      messages[pg.rank()] = e.what();
+      EXPECT_NE(messages[pg.rank()].find("all_reduce #1"), std::string::npos) << messages[pg.rank()];
+      EXPECT_NE(messages[pg.rank()].find("tcp rank " + std::to_string(pg.rank())), std::string::npos);
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  // Each rank names the peer it waited for: rank 0 waits for rank 2 (its ring predecessor);
+  // rank 1 waits for rank 0, which is stuck behind rank 2.
+  EXPECT_NE(messages[0].find("receiving from rank 2"), std::string::npos) << messages[0];
+  EXPECT_NE(messages[0].find("timed out"), std::string::npos) << messages[0];
+}
+
+TEST(ProcessGroupTCP, AbortFailsPendingOperationsHereAndOnPeers) {
+  Groups groups = make_groups(2);
+  Tensor t0 = zeros({100}), t1 = zeros({100});
+  auto w0 = groups[0]->all_reduce(t0);  // rank 1 never joins; rank 0 aborts instead
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  groups[0]->abort("test abort");
+  EXPECT_THROW(w0->wait(), DistributedError);
+  EXPECT_TRUE(groups[0]->is_broken());
+  EXPECT_NE(groups[0]->broken_reason().find("test abort"), std::string::npos);
+  // The peer's next collective sees the closed connection.
+  try {
+    groups[1]->all_reduce(t1)->wait();
+    ADD_FAILURE() << "peer did not notice the abort";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ProcessGroupTCP, DestroyingAGroupWithPendingWorkFailsIt) {
+  Groups groups = make_groups(2);
+  Tensor t = zeros({100});
+  auto w = groups[0]->all_reduce(t);
+  groups[0].reset();
+  EXPECT_TRUE(w->is_completed());
+  EXPECT_THROW(w->wait(), DistributedError);
+}
+
+TEST(ProcessGroupTCP, StrangersAreDroppedDuringRendezvous) {
+  // Someone who connects to rank 0's listener without the group's secret must not take a
+  // rank's place; the real ranks still connect.
+  auto store = std::make_shared<HashStore>();
+  std::thread stranger([&] {
+    const std::string addr = store->get_string("tcp/addr/0");
+    const auto colon = addr.rfind(':');
+    const int port = std::stoi(addr.substr(colon + 1));
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      char junk[48] = "EMMH-not-the-right-secret-at-all-.............";
+      [[maybe_unused]] auto n = ::write(fd, junk, sizeof junk);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ::close(fd);
+  });
+  Groups groups(2);
+  std::thread r0([&] { groups[0] = std::make_unique<ProcessGroupTCP>(store, 0, 2, fast_options()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::thread r1([&] { groups[1] = std::make_unique<ProcessGroupTCP>(store, 1, 2, fast_options()); });
+  r0.join();
+  r1.join();
+  stranger.join();
+  on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(test::check_all_reduce(pg, kFloat32, 100, ReduceOp::SUM), ""); });
+}
+
+TEST(ProcessGroupTCP, RendezvousTimesOutNamingTheMissingRank) {
+  auto store = std::make_shared<HashStore>();
+  try {
+    ProcessGroupTCP pg(store, 1, 2, fast_options(300));  // rank 0 never comes
+    ADD_FAILURE() << "rendezvous without rank 0 succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tcp/"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ProcessGroupTCP, CudaTensorsAreRejected) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA device";
+  Groups groups = make_groups(1);
+  EXPECT_THROW(groups[0]->all_reduce(zeros({4}, TensorOptions().device(Device::cuda(0)))), ValueError);
+}
+
+}  // namespace
+}  // namespace ember::parallel

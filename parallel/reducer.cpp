@@ -1,0 +1,214 @@
+#include "parallel/reducer.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+
+// Note [DDP buckets]
+// Buckets are built once, at construction, walking the parameters in reverse registration
+// order and closing a bucket when it would exceed its cap (the first bucket's cap is small so
+// that communication starts early). Each rank builds identical buckets because every rank has
+// the same model. A bucket is launched when all its parameters reported; buckets are launched
+// strictly in index order (a ready bucket waits for its predecessors), so every rank issues the
+// same sequence of all_reduce calls regardless of the order its hooks fired in. A parameter
+// that gets no gradient keeps its bucket from launching: without find_unused_parameters that is
+// detected at the next forward (prepare_for_backward) and reported with the parameter names;
+// with it, DDP's forward marks unreachable parameters ready with zero gradient.
+
+namespace ember::parallel {
+
+namespace {
+CommHookResult compress_hook(ProcessGroup& group, GradBucket& bucket, DType wire) {
+  Tensor compressed = native::to(bucket.buffer, wire);
+  auto work = group.all_reduce(compressed, ReduceOp::SUM);
+  Tensor dst = bucket.buffer;
+  return {work, [compressed, dst]() mutable { native::copy_(dst, compressed); }};
+}
+}  // namespace
+
+CommHook fp16_compress_hook() {
+  return [](ProcessGroup& g, GradBucket& b) { return compress_hook(g, b, kFloat16); };
+}
+CommHook bf16_compress_hook() {
+  return [](ProcessGroup& g, GradBucket& b) { return compress_hook(g, b, kBFloat16); };
+}
+
+Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names, std::shared_ptr<ProcessGroup> group,
+                 ReducerOptions options)
+    : params_(std::move(parameters)), names_(std::move(names)), group_(std::move(group)), options_(options) {
+  EMBER_CHECK_T(ValueError, group_ != nullptr, "DistributedDataParallel: process_group is null");
+  EMBER_CHECK_T(ValueError, !params_.empty(), "DistributedDataParallel: the module has no parameters that require grad");
+  // Reverse registration order; split on cap, dtype or device changes.
+  param_bucket_.assign(params_.size(), 0);
+  std::vector<size_t> cur;
+  int64_t cur_bytes = 0;
+  auto close = [&] {
+    if (cur.empty()) return;
+    bucket_params_.push_back(cur);
+    cur.clear();
+    cur_bytes = 0;
+  };
+  for (size_t k = params_.size(); k-- > 0;) {
+    const Tensor& p = params_[k];
+    int64_t bytes = static_cast<int64_t>(p.nbytes());
+    int64_t cap = bucket_params_.empty() ? std::min(options_.first_bucket_cap_bytes, options_.bucket_cap_bytes)
+                                         : options_.bucket_cap_bytes;
+    if (!cur.empty() && (cur_bytes + bytes > cap || params_[cur.back()].dtype() != p.dtype() ||
+                         params_[cur.back()].device() != p.device())) {
+      close();
+    }
+    cur.push_back(k);
+    cur_bytes += bytes;
+  }
+  close();
+  buckets_.resize(bucket_params_.size());
+  for (size_t b = 0; b < bucket_params_.size(); ++b) {
+    Bucket& bk = buckets_[b];
+    bk.params = bucket_params_[b];
+    int64_t off = 0;
+    for (size_t i : bk.params) {
+      param_bucket_[i] = b;
+      bk.offsets.push_back(off);
+      off += params_[i].numel();
+    }
+    const Tensor& p0 = params_[bk.params[0]];
+    bk.buffer = zeros({off}, TensorOptions(p0.dtype()).device(p0.device()));
+  }
+  ready_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](const Tensor&) { on_grad_ready(i); }));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].remove_post_accumulate_grad_hook(hook_ids_[i]);
+  // Never leave collectives running on buffers we are about to free.
+  for (auto& b : buckets_) {
+    if (b.launched && b.result.work) {
+      try {
+        b.result.work->wait(options_.timeout_ms);
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void Reducer::register_comm_hook(CommHook hook) {
+  std::lock_guard<std::mutex> lk(mu_);
+  EMBER_CHECK(!expect_backward_, "register_comm_hook: must be called before the first forward of an iteration");
+  hook_ = std::move(hook);
+}
+
+void Reducer::prepare_for_backward(const std::vector<bool>* used) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (expect_backward_) {
+    std::vector<std::string> missing;
+    std::ostringstream idx;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!ready_[i]) {
+        missing.push_back(names_[i]);
+        idx << (missing.size() > 1 ? ", " : "") << i;
+      }
+    }
+    std::ostringstream os;
+    os << "DistributedDataParallel: expected to have finished reduction in the prior iteration before starting a new "
+          "one. This error indicates that your module has parameters that were not used in producing loss (or that "
+          "backward was not called). You can enable unused parameter detection by passing "
+          "find_unused_parameters=true to DistributedDataParallel, or make sure all forward outputs participate in "
+          "calculating loss. Parameter indices which did not receive grad for rank "
+       << group_->rank() << ": " << idx.str() << ". Parameter names: ";
+    for (size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : "") << missing[i];
+    // Leave the reducer clean so that a caller who handles this can keep going.
+    for (auto& b : buckets_) {
+      if (b.launched && b.result.work) {
+        try {
+          b.result.work->wait(options_.timeout_ms);
+        } catch (...) {
+        }
+      }
+    }
+    expect_backward_ = false;
+    EMBER_THROW(DistributedError, os.str());
+  }
+  for (auto& b : buckets_) {
+    b.pending = b.params.size();
+    b.launched = false;
+    b.result = {};
+  }
+  ready_.assign(params_.size(), false);
+  next_bucket_ = 0;
+  expect_backward_ = true;
+  if (used) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!(*used)[i]) mark_ready_locked(i, /*zero=*/true);
+    }
+    launch_ready_buckets_locked();
+  }
+}
+
+void Reducer::on_grad_ready(size_t i) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!sync_ || !expect_backward_) return;  // no_sync(), or a backward DDP's forward did not prepare
+  EMBER_CHECK(!ready_[i], "DistributedDataParallel: parameter ", names_[i], " (index ", i, ") on rank ",
+              group_->rank(), " received a gradient twice in one iteration; DDP does not support reentrant backward "
+              "or using a parameter in two separate backward passes per forward");
+  mark_ready_locked(i, false);
+  launch_ready_buckets_locked();
+  if (next_bucket_ == buckets_.size()) finalize_locked();
+}
+
+void Reducer::mark_ready_locked(size_t i, bool zero) {
+  ready_[i] = true;
+  Bucket& b = buckets_[param_bucket_[i]];
+  size_t pos = 0;
+  while (b.params[pos] != i) ++pos;
+  Tensor slot = native::narrow(b.buffer, 0, b.offsets[pos], params_[i].numel());
+  Tensor g = params_[i].grad();
+  if (zero || !g.defined()) {
+    native::zero_(slot);
+  } else {
+    native::copy_(slot, native::reshape(g, {-1}));
+  }
+  --b.pending;
+}
+
+void Reducer::launch_ready_buckets_locked() {
+  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    Bucket& b = buckets_[next_bucket_];
+    GradBucket gb{next_bucket_, b.buffer, b.params};
+    b.launch_time = std::chrono::steady_clock::now();
+    b.result = hook_ ? hook_(*group_, gb) : CommHookResult{group_->all_reduce(b.buffer, ReduceOp::SUM), nullptr};
+    b.launched = true;
+    ++next_bucket_;
+  }
+}
+
+void Reducer::finalize_locked() {
+  auto backward_end = std::chrono::steady_clock::now();
+  double hidden = 0, total = 0;
+  const double inv = 1.0 / static_cast<double>(group_->size());
+  for (auto& b : buckets_) {
+    b.result.work->wait(options_.timeout_ms);
+    auto done = std::chrono::steady_clock::now();
+    total += std::chrono::duration<double>(done - b.launch_time).count();
+    hidden += std::chrono::duration<double>(std::min(done, backward_end) - b.launch_time).count();
+    if (b.result.then) b.result.then();
+    native::mul_(b.buffer, inv);
+    for (size_t pos = 0; pos < b.params.size(); ++pos) {
+      Tensor& p = params_[b.params[pos]];
+      Tensor avg = native::view(native::narrow(b.buffer, 0, b.offsets[pos], p.numel()), p.sizes());
+      Tensor& g = p.mutable_grad();
+      if (!g.defined()) {
+        g = native::clone(avg);
+      } else {
+        native::copy_(g, avg);
+      }
+    }
+  }
+  last_overlap_ = total > 0 ? hidden / total : 0.0;
+  expect_backward_ = false;
+}
+
+}  // namespace ember::parallel

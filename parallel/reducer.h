@@ -1,0 +1,107 @@
+// Reducer: DistributedDataParallel's gradient synchronization. Parameters are grouped into
+// buckets in reverse registration order (the order backward produces their gradients); a
+// post-accumulate-grad hook on every parameter copies its gradient into its bucket and, once
+// a bucket is complete, launches that bucket's asynchronous all_reduce — in bucket order, the
+// same on every rank — so communication overlaps the rest of backward. When the last bucket
+// was launched the reducer waits for all of them, averages, and writes the results back into
+// each parameter's .grad. See Note [DDP buckets] in reducer.cpp.
+// Thread-safety: hooks run on autograd worker threads; all state is guarded by mu_.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/distributed/process_group.h"
+
+namespace ember::parallel {
+
+/// A bucket handed to a communication hook: its flat gradient buffer and its parameters.
+struct GradBucket {
+  size_t index = 0;
+  Tensor buffer;                   // flat, contiguous, holds the local gradients (summed into)
+  std::vector<size_t> parameter_indices;
+};
+
+/// Result of a communication hook: a Work that reduces the bucket, and an optional step run
+/// after it completed (e.g. decompression) that must leave the SUM of all ranks in buffer.
+struct CommHookResult {
+  std::shared_ptr<Work> work;
+  std::function<void()> then;
+};
+using CommHook = std::function<CommHookResult(ProcessGroup& group, GradBucket& bucket)>;
+
+/// Built-in hooks: all_reduce in float16 / bfloat16 (half the bytes on the wire).
+CommHook fp16_compress_hook();
+CommHook bf16_compress_hook();
+
+struct ReducerOptions {
+  int64_t bucket_cap_bytes = 25ll * 1024 * 1024;
+  int64_t first_bucket_cap_bytes = 1ll * 1024 * 1024;
+  bool find_unused_parameters = false;
+  /// Bounds every wait on a bucket (DistributedError after it).
+  int64_t timeout_ms = 5 * 60 * 1000;
+};
+
+class Reducer {
+ public:
+  /// `names[i]` names parameters[i] in error messages.
+  Reducer(std::vector<Tensor> parameters, std::vector<std::string> names, std::shared_ptr<ProcessGroup> group,
+          ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  /// Called by DDP's forward when a backward with synchronization is expected. `used` lists the
+  /// parameter indices reachable from the outputs (only with find_unused_parameters; others are
+  /// marked ready at once with zero gradient). Throws DistributedError naming the parameters
+  /// that got no gradient in the previous iteration when it did not finish.
+  void prepare_for_backward(const std::vector<bool>* used);
+  /// Whether hooks reduce (false inside no_sync()).
+  void set_sync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+  void register_comm_hook(CommHook hook);
+
+  const std::vector<std::vector<size_t>>& bucket_parameter_indices() const { return bucket_params_; }
+  /// Fraction of all_reduce time (launch to completion) that passed before backward ended, for
+  /// the benchmark: averaged over buckets of the last finished iteration.
+  double last_overlap_fraction() const { return last_overlap_; }
+  int rank() const { return group_->rank(); }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offsets in buffer
+    Tensor buffer;
+    size_t pending = 0;
+    bool launched = false;
+    CommHookResult result;
+    std::chrono::steady_clock::time_point launch_time;
+  };
+  void on_grad_ready(size_t param_index);
+  void mark_ready_locked(size_t param_index, bool zero);
+  void launch_ready_buckets_locked();
+  void finalize_locked();
+
+  std::vector<Tensor> params_;
+  std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> group_;
+  ReducerOptions options_;
+  std::vector<std::vector<size_t>> bucket_params_;
+  std::vector<size_t> param_bucket_;  // param -> bucket
+  std::vector<int> hook_ids_;
+
+  mutable std::mutex mu_;
+  std::vector<Bucket> buckets_;       // guarded by mu_
+  std::vector<bool> ready_;           // guarded by mu_
+  size_t next_bucket_ = 0;            // guarded by mu_
+  bool expect_backward_ = false;      // guarded by mu_
+  bool sync_ = true;
+  CommHook hook_;
+  double last_overlap_ = 0.0;
+};
+
+}  // namespace ember::parallel

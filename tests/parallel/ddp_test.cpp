@@ -1,0 +1,249 @@
+// DistributedDataParallel with ranks as threads (each rank its own logical device cpu:r and its
+// own ProcessGroupTCP over a shared HashStore): equality with the single-process large batch,
+// no_sync accumulation, unused-parameter errors and detection, compression hooks, buckets.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/ops/native.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/optim/sgd.h"
+#include "parallel/distributed/hash_store.h"
+#include "parallel/distributed/prefix_store.h"
+#include "parallel/distributed/tcp/process_group_tcp.h"
+#include "parallel/distributed_data_parallel.h"
+
+using namespace ember;
+using parallel::DistributedDataParallel;
+using parallel::DistributedDataParallelOptions;
+using ::testing::HasSubstr;
+
+namespace {
+
+struct Net : nn::Cloneable<Net> {
+  bool use_extra = true;
+  std::shared_ptr<nn::Linear> fc1, fc2, extra;
+  Net() : Cloneable("Net") { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 16));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+    extra = register_module("extra", std::make_shared<nn::Linear>(16, 3));
+  }
+  Tensor forward(const Tensor& x) {
+    Tensor h = tanh(fc1->forward(x));
+    Tensor y = fc2->forward(h);
+    return use_extra ? add(y, extra->forward(h)) : y;
+  }
+};
+
+// Deterministic data: batch i of rank r is rows [i*B*W + r*B, ...) of one global stream.
+Tensor global_x(int step, int64_t rows) {
+  Generator g(1000 + static_cast<uint64_t>(step));
+  return randn({rows, 6}, {}, &g);
+}
+Tensor global_y(int step, int64_t rows) {
+  Generator g(5000 + static_cast<uint64_t>(step));
+  return randn({rows, 3}, {}, &g);
+}
+
+std::shared_ptr<Net> make_net(Device d, uint64_t seed) {
+  manual_seed(seed);
+  auto net = std::make_shared<Net>();
+  net->to(d);
+  return net;
+}
+
+// Runs `fn(rank, group)` on `world` threads, each with its own ProcessGroupTCP.
+void run_ranks(int world, const std::function<void(int, std::shared_ptr<parallel::ProcessGroup>)>& fn) {
+  auto store = std::make_shared<parallel::HashStore>();
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(world);
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        parallel::ProcessGroupTCPOptions o;
+        o.timeout_ms = 20000;
+        o.host = "127.0.0.1";
+        auto pg = std::make_shared<parallel::ProcessGroupTCP>(store, r, world, o);
+        fn(r, pg);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+std::vector<std::vector<float>> params_of(nn::Module& m) {
+  std::vector<std::vector<float>> out;
+  for (auto& p : m.parameters()) out.push_back(p.to_vector<float>());
+  return out;
+}
+
+void expect_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].size(), b[i].size());
+    for (size_t j = 0; j < a[i].size(); ++j) {
+      EXPECT_NEAR(a[i][j], b[i][j], tol * (1 + std::abs(b[i][j]))) << "param " << i << " element " << j;
+    }
+  }
+}
+
+std::vector<std::vector<float>> reference_training(int world, int64_t per_rank, int steps) {
+  auto net = make_net(Device::cpu(), 7);
+  optim::SGD opt(net->parameters(), optim::SGDOptions(0.1));
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    Tensor loss = nn::functional::mse_loss(net->forward(global_x(s, per_rank * world)), global_y(s, per_rank * world));
+    loss.backward();
+    opt.step();
+  }
+  return params_of(*net);
+}
+
+}  // namespace
+
+class DdpWorld : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpWorld, SameParametersAsOneProcessOnTheConcatenatedBatch) {
+  const int world = GetParam();
+  const int64_t per_rank = 4;
+  const int steps = 10;
+  auto expected = reference_training(world, per_rank, steps);
+  std::vector<std::vector<std::vector<float>>> got(world);
+  run_ranks(world, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    // Different seeds per rank: DDP must broadcast rank 0's initial parameters.
+    auto net = make_net(dev, r == 0 ? 7 : 100 + r);
+    DistributedDataParallelOptions o;
+    o.bucket_cap_mb = 0.0002;  // several buckets even for this small model
+    o.timeout_ms = 20000;
+    DistributedDataParallel<Net> ddp(net, pg, o);
+    EXPECT_GT(ddp.reducer().bucket_parameter_indices().size(), 2u);
+    optim::SGD opt(net->parameters(), optim::SGDOptions(0.1));
+    for (int s = 0; s < steps; ++s) {
+      opt.zero_grad();
+      Tensor x = native::to(native::narrow(global_x(s, per_rank * world), 0, r * per_rank, per_rank), dev);
+      Tensor y = native::to(native::narrow(global_y(s, per_rank * world), 0, r * per_rank, per_rank), dev);
+      Tensor loss = nn::functional::mse_loss(ddp(x), y);
+      loss.backward();
+      opt.step();
+    }
+    got[r] = params_of(*net);
+  });
+  for (int r = 0; r < world; ++r) expect_close(got[r], expected, 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DdpWorld, ::testing::Values(2, 3));
+
+TEST(Ddp, NoSyncAccumulationEqualsTheLargeBatchStep) {
+  const int world = 2;
+  const int64_t per_rank = 4;
+  // Reference: one step on the mean over 2 micro-batches x 2 ranks (each micro-batch loss is a
+  // mean, so the accumulated gradient is twice the large-batch gradient: use lr/2).
+  auto net_ref = make_net(Device::cpu(), 7);
+  {
+    optim::SGD opt(net_ref->parameters(), optim::SGDOptions(0.1));
+    opt.zero_grad();
+    Tensor x = cat({global_x(0, per_rank * world), global_x(1, per_rank * world)}, 0);
+    Tensor y = cat({global_y(0, per_rank * world), global_y(1, per_rank * world)}, 0);
+    nn::functional::mse_loss(net_ref->forward(x), y).backward();
+    opt.step();
+  }
+  auto expected = params_of(*net_ref);
+  std::vector<std::vector<std::vector<float>>> got(world);
+  run_ranks(world, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = make_net(dev, 7);
+    DistributedDataParallel<Net> ddp(net, pg);
+    optim::SGD opt(net->parameters(), optim::SGDOptions(0.05));
+    opt.zero_grad();
+    for (int micro = 0; micro < 2; ++micro) {
+      Tensor x = native::to(native::narrow(global_x(micro, per_rank * world), 0, r * per_rank, per_rank), dev);
+      Tensor y = native::to(native::narrow(global_y(micro, per_rank * world), 0, r * per_rank, per_rank), dev);
+      if (micro == 0) {
+        auto guard = ddp.no_sync();
+        nn::functional::mse_loss(ddp(x), y).backward();
+      } else {
+        nn::functional::mse_loss(ddp(x), y).backward();
+      }
+    }
+    opt.step();
+    got[r] = params_of(*net);
+  });
+  for (int r = 0; r < world; ++r) expect_close(got[r], expected, 1e-5);
+}
+
+TEST(Ddp, UnusedParameterIsReportedByNameOnTheNextIteration) {
+  run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = make_net(dev, 7);
+    net->use_extra = false;  // `extra` gets no gradient
+    DistributedDataParallelOptions o;
+    o.timeout_ms = 20000;
+    DistributedDataParallel<Net> ddp(net, pg, o);
+    Tensor x = native::to(global_x(0, 4), dev), y = native::to(global_y(0, 4), dev);
+    nn::functional::mse_loss(ddp(x), y).backward();
+    try {
+      ddp(x);
+      ADD_FAILURE() << "expected the unused-parameter error";
+    } catch (const DistributedError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("extra.weight"));
+      EXPECT_THAT(e.what(), HasSubstr("extra.bias"));
+      EXPECT_THAT(e.what(), HasSubstr("rank " + std::to_string(r)));
+      EXPECT_THAT(e.what(), HasSubstr("find_unused_parameters"));
+    }
+  });
+}
+
+TEST(Ddp, FindUnusedParametersMakesItWork) {
+  std::vector<std::vector<std::vector<float>>> got(2);
+  run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = make_net(dev, 7);
+    net->use_extra = false;
+    DistributedDataParallelOptions o;
+    o.find_unused_parameters = true;
+    o.timeout_ms = 20000;
+    DistributedDataParallel<Net> ddp(net, pg, o);
+    optim::SGD opt(net->parameters(), optim::SGDOptions(0.1));
+    for (int s = 0; s < 3; ++s) {
+      opt.zero_grad();
+      Tensor x = native::to(native::narrow(global_x(s, 8), 0, r * 4, 4), dev);
+      Tensor y = native::to(native::narrow(global_y(s, 8), 0, r * 4, 4), dev);
+      nn::functional::mse_loss(ddp(x), y).backward();
+      opt.step();
+    }
+    got[r] = params_of(*net);
+  });
+  expect_close(got[0], got[1], 0);
+}
+
+TEST(Ddp, Bf16CompressionHookApproximatesTheAverage) {
+  std::vector<std::vector<std::vector<float>>> grads(2);
+  run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = make_net(dev, 7);
+    DistributedDataParallel<Net> ddp(net, pg);
+    ddp.register_comm_hook(parallel::bf16_compress_hook());
+    Tensor x = native::to(native::narrow(global_x(0, 8), 0, r * 4, 4), dev);
+    Tensor y = native::to(native::narrow(global_y(0, 8), 0, r * 4, 4), dev);
+    nn::functional::mse_loss(ddp(x), y).backward();
+    for (auto& p : net->parameters()) grads[r].push_back(p.grad().to_vector<float>());
+  });
+  // Reference gradients on the full batch in float32.
+  auto net = make_net(Device::cpu(), 7);
+  nn::functional::mse_loss(net->forward(global_x(0, 8)), global_y(0, 8)).backward();
+  std::vector<std::vector<float>> ref;
+  for (auto& p : net->parameters()) ref.push_back(p.grad().to_vector<float>());
+  expect_close(grads[0], grads[1], 0);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    for (size_t j = 0; j < ref[i].size(); ++j) EXPECT_NEAR(grads[0][i][j], ref[i][j], 2e-2 * (1 + std::abs(ref[i][j])));
+  }
+}

@@ -4,6 +4,10 @@
 // thread per device, and gathers the outputs on the output device. Backward runs each replica's
 // part on its device's engine thread and sums the gradients into the wrapped module's .grad.
 // The wrapped module is registered as the child "module" (state_dict keys "module.<name>").
+// Unlike PyTorch, the replica on devices[0] is a copy too (see Note [Replica parameters]): a
+// forward that updates a buffer in place updates a replica's copy, on every device, never the
+// wrapped module's. All outputs are gathered along `dim` (as PyTorch: an LSTM state
+// [L, B, H] is batched on dim 1, so use dim 1 — time-major — when a forward returns (h, c)).
 // Not thread-safe (a Module): one call at a time per DataParallel.
 #pragma once
 #include <memory>

@@ -435,6 +435,44 @@ TEST(ParallelApply, RunsEachReplicaOnItsInputs) {
   expect_near(outs[1], m->forward(native::to(std::get<0>(inputs[1]), Device::cpu(0))));
 }
 
+TEST(ParallelApply, ADeviceListedTwiceStillRunsConcurrently) {
+  TimedBarrier barrier(2);
+  std::atomic<int> met{0};
+  auto meet = [&] {
+    EMBER_CHECK_T(TimeoutError, barrier.arrive_and_wait(kBarrierTimeout), "not concurrent");
+    ++met;
+  };
+  parallel_run({meet, meet}, {Device::cpu(0), Device::cpu(0)});
+  EXPECT_EQ(met.load(), 2);
+}
+
+TEST(ParallelApply, NestedCallsFromAReplicaDoNotDeadlock) {
+  std::atomic<int> inner{0};
+  auto nested = [&] {
+    TimedBarrier barrier(2);
+    auto meet = [&] {
+      EMBER_CHECK_T(TimeoutError, barrier.arrive_and_wait(kBarrierTimeout), "not concurrent");
+      ++inner;
+    };
+    parallel_run({meet, meet}, {Device::cpu(0), Device::cpu(1)});
+  };
+  parallel_run({nested, nested}, {Device::cpu(0), Device::cpu(1)});
+  EXPECT_EQ(inner.load(), 4);
+}
+
+TEST(ParallelApply, TheLowestFailingReplicaIsReported) {
+  auto fail = [](int i) {
+    return [i] { EMBER_THROW(IndexError, "replica ", i, " failed"); };
+  };
+  try {
+    parallel_run({[] {}, fail(1), fail(2)}, cpus(3));
+    FAIL() << "expected an error";
+  } catch (const IndexError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("Caught IndexError in replica 1 on device cpu:1: replica 1 failed", 0), 0u)
+        << e.what();
+  }
+}
+
 // ---- DataParallel ----------------------------------------------------------------------------------
 
 TEST_P(DataParallelOnDevices, OutputsAndGradientsEqualTheSingleDeviceRun) {

@@ -1,6 +1,7 @@
 #include "nn/optim/adam.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
@@ -57,10 +58,13 @@ namespace detail {
 namespace {
 
 // Fused update for contiguous CPU tensors of one dtype, in torch's _single_tensor_adam op order,
-// each op rounded to T as the separate tensor ops would round it.
-template <typename T>
-void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr, double beta1, double beta2,
-                 double eps, double weight_decay, bool maximize, bool decoupled, double step) {
+// each op rounded to T as the separate tensor ops would round it. The branches that would stop
+// GCC from vectorizing are template parameters (coupled weight decay, AMSGrad) or exact
+// multiplications (maximize: g * -1; no decoupled decay: p * 1).
+template <typename T, bool kCoupledDecay, bool kAmsgrad>
+void adam_kernel_impl(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, T* __restrict vmax,
+                      int64_t n, double lr, double beta1, double beta2, double eps, double weight_decay,
+                      bool maximize, bool decoupled, double step) {
   const double bc1 = 1.0 - std::pow(beta1, step);
   const double bc2 = 1.0 - std::pow(beta2, step);
   const T neg_step_size = static_cast<T>(-(lr / bc1));
@@ -68,34 +72,51 @@ void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr, do
   const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
   const T one_minus_b1 = static_cast<T>(1.0 - beta1), one_minus_b2 = static_cast<T>(1.0 - beta2);
   const T wd = static_cast<T>(weight_decay), e = static_cast<T>(eps);
-  const T decay = static_cast<T>(1.0 - lr * weight_decay);
-  const bool has_wd = weight_decay != 0.0;
-  parallel_for(0, n, 16384, [&](int64_t b, int64_t end) {
+  const T decay = decoupled && weight_decay != 0.0 ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
+  const T sign = maximize ? T(-1) : T(1);
+  parallel_for(0, n, 16384, [=](int64_t b, int64_t end) {
+    // Local restrict copies: through the closure GCC would reload the pointers every iteration.
+    T* __restrict pl = p;
+    const T* __restrict gl = g;
+    T* __restrict ml = m;
+    T* __restrict vl = v;
+    T* __restrict vmaxl = vmax;
     for (int64_t i = b; i < end; ++i) {
-      T gi = maximize ? -g[i] : g[i];
-      T pi = p[i];
-      if (has_wd) {
-        if (decoupled) {
-          pi = pi * decay;
-        } else {
-          gi = gi + wd * pi;
-        }
-      }
-      T mi = m[i] * b1;
+      T gi = gl[i] * sign;
+      T pi = pl[i] * decay;
+      if constexpr (kCoupledDecay) gi = gi + wd * pi;
+      T mi = ml[i] * b1;
       mi = mi + one_minus_b1 * gi;
-      T vi = v[i] * b2;
+      T vi = vl[i] * b2;
       vi = vi + one_minus_b2 * (gi * gi);
-      m[i] = mi;
-      v[i] = vi;
+      ml[i] = mi;
+      vl[i] = vi;
       T den_src = vi;
-      if (vmax) {
-        den_src = std::max(vmax[i], vi);
-        vmax[i] = den_src;
+      if constexpr (kAmsgrad) {
+        den_src = vmaxl[i] > vi ? vmaxl[i] : vi;
+        vmaxl[i] = den_src;
       }
       T denom = std::sqrt(den_src) / bc2_sqrt + e;
-      p[i] = pi + neg_step_size * (mi / denom);
+      pl[i] = pi + neg_step_size * (mi / denom);
     }
   });
+}
+
+template <typename T>
+void adam_kernel(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, double lr, double beta1, double beta2, double eps,
+                 double weight_decay, bool maximize, bool decoupled, double step) {
+  const bool coupled = !decoupled && weight_decay != 0.0;
+  auto run = [&](auto coupled_tag, auto ams_tag) {
+    adam_kernel_impl<T, decltype(coupled_tag)::value, decltype(ams_tag)::value>(
+        p, g, m, v, vmax, n, lr, beta1, beta2, eps, weight_decay, maximize, decoupled, step);
+  };
+  using Y = std::true_type;
+  using N = std::false_type;
+  if (coupled) {
+    vmax ? run(Y{}, Y{}) : run(Y{}, N{});
+  } else {
+    vmax ? run(N{}, Y{}) : run(N{}, N{});
+  }
 }
 
 bool fusable(const Tensor& p, const Tensor& g, const ParamState& st) {

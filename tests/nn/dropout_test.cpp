@@ -2,6 +2,7 @@
 // gradient, p = 0 and p = 1, reproducibility from a seeded generator.
 #include <gtest/gtest.h>
 
+#include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/functional.h"
 #include "nn/dropout.h"
@@ -61,6 +62,17 @@ TEST(Dropout, SeededGeneratorReproducesTheMask) {
   Tensor x = ones({64});
   EXPECT_TRUE(testing::bit_equal(a.forward(x), b.forward(x)));
   EXPECT_FALSE(testing::bit_equal(a.forward(x), a.forward(x)));
+}
+
+TEST(Dropout, GradcheckFloat64WithAFixedMask) {
+  Tensor x = testing::leaf(testing::randn_seeded({4, 5}, 3));
+  auto r = autograd::gradcheck(
+      [](const autograd::TensorList& in) {
+        Generator g(11);  // the same mask on every evaluation
+        return F::dropout(in[0], 0.4, true, &g);
+      },
+      {x});
+  EXPECT_TRUE(r.ok) << r.message;
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "core/thread_pool.h"
+#include "nn/layer_norm.h"
 #include "nn/loss.h"
 #include "tests/nn/nn_test_util.h"
 
@@ -144,6 +146,49 @@ TEST(ClassLoss, AllIgnoredMeanIsNaN) {
   Tensor t = targets({-100, -100}, {2});
   EXPECT_TRUE(std::isnan(F::cross_entropy(x, t).item()));
   EXPECT_EQ(F::cross_entropy(x, t, {.reduction = Reduction::Sum}).item(), 0.0);
+}
+
+TEST(ClassLoss, EmptyBatch) {
+  Tensor x = leaf(zeros({0, 3}));
+  Tensor t = zeros({0}, TensorOptions(kInt64));
+  EXPECT_TRUE(std::isnan(F::cross_entropy(x, t).item()));
+  Tensor s = F::cross_entropy(x, t, {.reduction = Reduction::Sum});
+  EXPECT_EQ(s.item(), 0.0);
+  s.backward();
+  EXPECT_EQ(x.grad().sizes(), (IntList{0, 3}));
+}
+
+// Fused kernels split rows over the thread pool; their results must not depend on how.
+TEST(ClassLoss, ResultsDoNotDependOnTheThreadCount) {
+  const int before = get_num_threads();
+  auto run = [](int threads) {
+    set_num_threads(threads);
+    Tensor x = leaf(randn_seeded({4096, 33}, 21, kFloat32));
+    Tensor t = make_targets({4096, 33}, 22);
+    Tensor loss = F::cross_entropy(x, t, {.label_smoothing = 0.1});
+    loss.backward();
+    Tensor y = leaf(randn_seeded({1000, 70}, 23, kFloat32));
+    LayerNorm ln({70});
+    Tensor out = ln.forward(y);
+    sum(mul(out, out)).backward();
+    return std::vector<Tensor>{loss, x.grad(), out, y.grad(), ln.weight.grad(), ln.bias.grad()};
+  };
+  auto one = run(1), four = run(4);
+  set_num_threads(before);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(testing::bit_equal(one[i], four[i])) << i;
+}
+
+TEST(ClassLoss, ExtremeLogitsMatchTheReference) {
+  // Large spreads and -inf (masked) logits through the float32 fast-exp rows.
+  Tensor x1 = leaf(from_vector(std::vector<float>{1000, -1000, 0, 5, -INFINITY, 2, -90, -95, -100}, {3, 3}));
+  Tensor x2 = leaf(x1);
+  Tensor t = targets({0, 2, 0}, {3});
+  Tensor a = F::cross_entropy(x1, t, {.reduction = Reduction::None});
+  Tensor b = F::detail::cross_entropy_reference(x2, t, {.reduction = Reduction::None});
+  EXPECT_TRUE(all_close(a, b, 1e-6, 1e-6));
+  sum(a).backward();
+  sum(b).backward();
+  EXPECT_TRUE(all_close(x1.grad(), x2.grad(), 1e-6, 1e-6));
 }
 
 TEST(ClassLoss, ErrorsInPyTorchWords) {

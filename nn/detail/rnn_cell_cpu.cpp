@@ -10,7 +10,9 @@
 // once (ifunc). Their exp/tanh are polynomial approximations written so the inner loop over the
 // hidden units vectorizes: libm's scalar expf/tanhf would dominate a step (five transcendentals
 // per LSTM unit). The math helpers are always_inline so each clone gets its own vector code.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// Sanitizer builds use the baseline only (ifunc resolvers run before the sanitizer runtime).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define EMBER_RNN_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define EMBER_RNN_CLONES

@@ -1,0 +1,207 @@
+// ember-bench-lstm: one training step of Embedding(64, 32) -> LSTM(32, 256, num_layers=2,
+// batch_first) over pack_padded_sequence (batch 64, lengths uniform in [10, 50],
+// enforce_sorted=false) -> pad_packed_sequence(total_length=50) -> Linear(256, 64) ->
+// cross_entropy over the valid positions -> Adam, on 1 and 2 threads; the same model runs in
+// PyTorch (bench_lstm_torch.py under /usr/bin/python3, or $EMBER_BENCH_PYTHON) in the same run,
+// its steps alternating with ember's so both see the same machine load. Prints `name value
+// unit` lines: medians over the timed steps after warm-up. Without PyTorch only the ember lines
+// are printed (and a `#` line saying why). EMBER_BENCH_LSTM_STEPS sets the timed steps (>= 20).
+// The PyTorch child gets OMP_WAIT_POLICY=PASSIVE unless the environment already sets it.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "core/ops/factory.h"
+#include "core/ops/random.h"
+#include "core/thread_pool.h"
+#include "nn/embedding.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "nn/rnn.h"
+#include "nn/utils/rnn.h"
+
+#ifndef EMBER_BENCH_LSTM_TORCH_SCRIPT
+#define EMBER_BENCH_LSTM_TORCH_SCRIPT "bench/bench_lstm_torch.py"
+#endif
+
+namespace {
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kSteps = 50;
+constexpr int kWarmup = 5;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Model {
+  std::shared_ptr<nn::Embedding> emb = std::make_shared<nn::Embedding>(kVocab, kEmbed);
+  std::shared_ptr<nn::LSTM> lstm =
+      std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true));
+  std::shared_ptr<nn::Linear> lin = std::make_shared<nn::Linear>(kHidden, kVocab);
+  std::unique_ptr<optim::Adam> opt;
+  Tensor tokens, targets;
+  std::vector<int64_t> lengths;
+
+  explicit Model(std::vector<int64_t> lens) : lengths(std::move(lens)) {
+    std::vector<Tensor> params;
+    for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) {
+      for (const Tensor& p : m->parameters()) params.push_back(p);
+    }
+    opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(1e-3));
+    tokens = randint(0, kVocab, {kBatch, kSteps});
+    std::vector<int64_t> tg = randint(0, kVocab, {kBatch, kSteps}).to_vector<int64_t>();
+    for (int64_t b = 0; b < kBatch; ++b) {
+      for (int64_t t = lengths[static_cast<size_t>(b)]; t < kSteps; ++t) tg[static_cast<size_t>(b * kSteps + t)] = -100;
+    }
+    targets = from_vector<int64_t>(tg, {kBatch * kSteps});
+  }
+
+  void step() {
+    opt->zero_grad(/*set_to_none=*/true);
+    Tensor x = emb->forward(tokens);
+    auto packed = nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+    auto [out, state] = lstm->forward(packed);
+    auto [y, lens] = nn::utils::rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kSteps);
+    Tensor logits = lin->forward(y);
+    nn::functional::CrossEntropyOptions ce;
+    ce.ignore_index = -100;
+    Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, kVocab}), targets, ce);
+    loss.backward();
+    opt->step();
+  }
+};
+
+// The PyTorch process, spoken to over pipes (see bench_lstm_torch.py).
+class TorchPeer {
+ public:
+  TorchPeer(const std::string& python, const std::string& script, const std::string& lengths_csv) {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      // Idle OpenMP workers sleep instead of spinning, so on a loaded host PyTorch's 2-thread
+      // steps are not dominated by spinning against descheduled threads (this only helps torch).
+      setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
+      execl(python.c_str(), python.c_str(), script.c_str(), lengths_csv.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    to_ = fdopen(to_child[1], "w");
+    from_ = fdopen(from_child[0], "r");
+    std::string hello = read_line();
+    ok_ = hello.rfind("ready", 0) == 0;
+    if (ok_) version_ = hello.substr(6);
+  }
+  ~TorchPeer() {
+    if (to_ != nullptr) {
+      if (ok_) command("quit");
+      fclose(to_);
+    }
+    if (from_ != nullptr) fclose(from_);
+    if (pid_ > 0) waitpid(pid_, nullptr, 0);
+  }
+  bool ok() const { return ok_; }
+  const std::string& version() const { return version_; }
+  std::string command(const std::string& cmd) {
+    std::fprintf(to_, "%s\n", cmd.c_str());
+    std::fflush(to_);
+    return read_line();
+  }
+
+ private:
+  std::string read_line() {
+    char buf[512];
+    if (from_ == nullptr || std::fgets(buf, sizeof buf, from_) == nullptr) {
+      ok_ = false;
+      return "";
+    }
+    std::string s(buf);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  bool ok_ = false;
+  std::string version_;
+};
+
+}  // namespace
+
+int main() {
+  signal(SIGPIPE, SIG_IGN);
+  int steps = 25;
+  if (const char* s = std::getenv("EMBER_BENCH_LSTM_STEPS")) steps = std::max(20, std::atoi(s));
+  manual_seed(0);
+  // Lengths uniform in [10, 50], shared with the PyTorch side so both do the same work.
+  std::vector<int64_t> lengths = randint(10, kSteps + 1, {kBatch}).to_vector<int64_t>();
+  std::string csv;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (i > 0) csv.push_back(',');
+    csv.append(std::to_string(lengths[i]));
+  }
+
+  const char* py = std::getenv("EMBER_BENCH_PYTHON");
+  TorchPeer torch(py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT, csv);
+  if (!torch.ok()) {
+    std::printf("# torch unavailable (%s %s did not start); printing ember numbers only\n",
+                py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT);
+  } else {
+    std::printf("# torch %s\n", torch.version().c_str());
+  }
+
+  Model model(lengths);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    if (torch.ok()) {
+      torch.command("threads " + std::to_string(threads));
+      torch.command("warmup " + std::to_string(kWarmup));
+    }
+    for (int i = 0; i < kWarmup; ++i) model.step();
+    std::vector<double> ember_ms, torch_ms;
+    for (int i = 0; i < steps; ++i) {
+      auto t0 = Clock::now();
+      model.step();
+      ember_ms.push_back(ms_since(t0));
+      if (torch.ok()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the other side's spinning threads settle
+        std::string r = torch.command("step");
+        if (torch.ok()) torch_ms.push_back(std::atof(r.c_str()));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    const double e = median(ember_ms);
+    std::printf("lstm_train_step_ms_%dt %.3f ms\n", threads, e);
+    if (torch.ok() && !torch_ms.empty()) {
+      const double t = median(torch_ms);
+      std::printf("torch_lstm_train_step_ms_%dt %.3f ms\n", threads, t);
+      std::printf("lstm_vs_torch_time_ratio_%dt %.3f ratio\n", threads, e / t);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}

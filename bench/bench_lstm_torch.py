@@ -1,0 +1,65 @@
+"""PyTorch side of ember-bench-lstm: the same training step, driven over stdin/stdout.
+
+Started by bench/bench_lstm.cpp as `python3 bench_lstm_torch.py <comma-separated lengths>`.
+Commands, one per line: `threads N` (torch.set_num_threads), `warmup K` (K untimed steps),
+`step` (one timed step; replies with its wall time in ms), `quit`. Every command is answered
+with one line so the caller can alternate ember and torch steps on a loaded host.
+"""
+import sys
+import time
+
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+VOCAB, EMBED, HIDDEN, LAYERS, T = 64, 32, 256, 2, 50
+
+
+def main():
+    lengths = torch.tensor([int(v) for v in sys.argv[1].split(",")], dtype=torch.int64)
+    batch = lengths.numel()
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(VOCAB, EMBED)
+    lstm = torch.nn.LSTM(EMBED, HIDDEN, num_layers=LAYERS, batch_first=True)
+    lin = torch.nn.Linear(HIDDEN, VOCAB)
+    params = list(emb.parameters()) + list(lstm.parameters()) + list(lin.parameters())
+    opt = torch.optim.Adam(params, lr=1e-3)
+    tokens = torch.randint(0, VOCAB, (batch, T))
+    targets = torch.randint(0, VOCAB, (batch, T))
+    targets[torch.arange(T)[None, :] >= lengths[:, None]] = -100
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        x = emb(tokens)
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, _ = lstm(packed)
+        y, _ = pad_packed_sequence(out, batch_first=True, total_length=T)
+        logits = lin(y)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100)
+        loss.backward()
+        opt.step()
+
+    print("ready", torch.__version__, flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "threads":
+            torch.set_num_threads(int(cmd[1]))
+            print("ok", torch.get_num_threads(), flush=True)
+        elif cmd[0] == "warmup":
+            for _ in range(int(cmd[1])):
+                step()
+            print("ok", flush=True)
+        elif cmd[0] == "step":
+            t0 = time.perf_counter()
+            step()
+            print("%.6f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        elif cmd[0] == "quit":
+            print("bye", flush=True)
+            return
+        else:
+            print("error unknown command", cmd[0], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -34,7 +34,9 @@ std::shared_ptr<M> as_shared(std::shared_ptr<M> m) {
 class Sequential : public Cloneable<Sequential> {
  public:
   Sequential() : Cloneable("Sequential") {}
-  /// Sequential(std::make_shared<Linear>(2, 3), ReLU(), ...): shared_ptrs or module values.
+  /// Sequential(std::make_shared<Linear>(2, 3), ReLU(), ...): shared_ptrs or module values. A
+  /// module value is copied into a new shared_ptr; the copy shares its parameter tensors with
+  /// the value passed (as LibTorch's module holders do); pass a temporary or a shared_ptr.
   template <class... Ms>
     requires(sizeof...(Ms) > 0 && (!std::is_same_v<std::decay_t<Ms>, Sequential> && ...))
   explicit Sequential(Ms&&... modules) : Cloneable("Sequential") {

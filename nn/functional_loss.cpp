@@ -117,7 +117,8 @@ struct ClassLossSaved {
 inline float fast_expf(float x) {
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   const float t = x * 1.44269504088896341f;
-  const float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
+  float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
+  n = n == n ? n : 0.0f;  // NaN in, NaN out (through r) without a NaN-to-int conversion
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;

@@ -75,13 +75,18 @@ TEST_P(TcpWorldSize, EveryCollectiveDtypeOpAndSizeHasClosedFormResults) {
 }
 
 TEST_P(TcpWorldSize, TinySegmentsPipelineManySteps) {
-  // 64-byte segments: every chunk spans many segments, so the sender runs far ahead of and
+  // 64-byte segments and 1000-byte all_reduce blocks: every chunk spans many segments and
+  // every tensor many blocks (the last one partial), so the sender runs far ahead of and
   // behind the receiver; results must not change.
   ProcessGroupTCPOptions o = fast_options();
   o.segment_bytes = 64;
+  o.block_bytes = 1000;
   o.socket_buffer_bytes = 0;  // kernel autotuning, too
   Groups groups = make_groups(GetParam(), o);
-  on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(run_all_checks(pg, /*quick=*/true), "") << "rank " << pg.rank(); });
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    EXPECT_EQ(run_all_checks(pg, /*quick=*/true), "") << "rank " << pg.rank();
+    for (ReduceOp op : test::kOps) EXPECT_EQ(test::check_all_reduce(pg, kBFloat16, 100003, op), "");
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpWorldSize, ::testing::Values(1, 2, 3, 4),

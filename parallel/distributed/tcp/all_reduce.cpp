@@ -13,7 +13,9 @@
 // keep the wire busy while a segment is being reduced. Causality makes the in-place writes
 // safe: receive i can only arrive after the peer got our send i - nseg, so memory is never
 // overwritten before it was sent. AVG divides each segment by n right after its last
-// reduction, before the all-gather sends it.
+// reduction, before the all-gather sends it. Large tensors run the ring block by block
+// (block_bytes each, back to back in one plan): a block's data is still in the cache when
+// its all-gather sends what its reduce-scatter just wrote, which halves the memory traffic.
 #include <cstring>
 
 #include "parallel/distributed/detail/reduce_kernels.h"
@@ -27,24 +29,13 @@ void all_reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
   const int n = ctx.size;
   const int r = ctx.rank;
   const int64_t numel = t.numel();
-  const size_t esz = t.element_size();
+  const int64_t esz = static_cast<int64_t>(t.element_size());
   const DType dtype = t.dtype();
   uint8_t* base = static_cast<uint8_t*>(t.raw_data());
-
-  const int64_t max_chunk = (numel + n - 1) / n;
-  const int64_t seg_elems = std::max<int64_t>(1, static_cast<int64_t>(ctx.segment_bytes / esz));
-  const int64_t nseg = std::max<int64_t>(1, (max_chunk + seg_elems - 1) / seg_elems);
+  const int64_t seg_elems = std::max<int64_t>(1, static_cast<int64_t>(ctx.segment_bytes) / esz);
+  const int64_t block_elems = std::max<int64_t>(n, static_cast<int64_t>(ctx.block_bytes) / esz);
   const int steps = 2 * (n - 1);
-  uint8_t* tmp = ctx.tmp(static_cast<size_t>(seg_elems) * esz);
-
-  // Segment k of chunk c: element range within the tensor.
-  auto seg_range = [&](int c, int64_t k, int64_t* begin, int64_t* len) {
-    const int64_t cb = detail::part_begin(numel, n, c);
-    const int64_t ce = detail::part_begin(numel, n, c + 1);
-    const int64_t b = std::min(ce, cb + k * seg_elems);
-    *begin = b;
-    *len = std::min(ce, b + seg_elems) - b;
-  };
+  uint8_t* tmp = ctx.tmp(static_cast<size_t>(seg_elems * esz));
 
   detail::PipelinePlan plan;
   plan.send_socket = &ctx.socket(ctx.next());
@@ -53,31 +44,46 @@ void all_reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
   plan.recv_peer = ctx.prev();
   plan.header = detail::OpHeader::make(info.type, info.seq, part, dtype, t.nbytes(), -1, op);
   plan.deadline = ctx.deadline();
-  plan.sends.reserve(static_cast<size_t>(steps * nseg));
-  plan.recvs.reserve(static_cast<size_t>(steps * nseg));
-  std::vector<int64_t> recv_begin(static_cast<size_t>(steps * nseg));
-  for (int g = 0; g < steps; ++g) {
-    const int send_chunk = ((r - g) % n + n) % n;
-    const int recv_chunk = ((r - g - 1) % n + n) % n;
-    for (int64_t k = 0; k < nseg; ++k) {
-      const int64_t i = g * nseg + k;
-      int64_t b, len;
-      seg_range(send_chunk, k, &b, &len);
-      plan.sends.push_back({base + b * static_cast<int64_t>(esz), static_cast<size_t>(len) * esz,
-                            g == 0 ? -1 : i - nseg});
-      seg_range(recv_chunk, k, &b, &len);
-      recv_begin[static_cast<size_t>(i)] = b;
+  struct RecvInfo {
+    int64_t begin;     // first element it covers
+    bool reduce;       // reduce-scatter: combine tmp into place
+    bool last_reduce;  // its final reduction (AVG divides here)
+  };
+  std::vector<RecvInfo> infos;
+  // See Note [Ring pipeline]: the ring runs over one block at a time, the blocks back to back.
+  for (int64_t b0 = 0; b0 < numel; b0 += block_elems) {
+    const int64_t blen = std::min(block_elems, numel - b0);
+    const int64_t max_chunk = (blen + n - 1) / n;
+    const int64_t nseg = std::max<int64_t>(1, (max_chunk + seg_elems - 1) / seg_elems);
+    const int64_t first = static_cast<int64_t>(plan.recvs.size());  // this block's receive 0
+    auto seg_range = [&](int c, int64_t k, int64_t* begin, int64_t* len) {
+      const int64_t cb = b0 + detail::part_begin(blen, n, c);
+      const int64_t ce = b0 + detail::part_begin(blen, n, c + 1);
+      const int64_t b = std::min(ce, cb + k * seg_elems);
+      *begin = b;
+      *len = std::min(ce, b + seg_elems) - b;
+    };
+    for (int g = 0; g < steps; ++g) {
+      const int send_chunk = ((r - g) % n + n) % n;
+      const int recv_chunk = ((r - g - 1) % n + n) % n;
       const bool reducing = g < n - 1;
-      plan.recvs.push_back({reducing ? tmp : base + b * static_cast<int64_t>(esz), static_cast<size_t>(len) * esz});
+      for (int64_t k = 0; k < nseg; ++k) {
+        int64_t b, len;
+        seg_range(send_chunk, k, &b, &len);
+        plan.sends.push_back({base + b * esz, static_cast<size_t>(len * esz), g == 0 ? -1 : first + (g - 1) * nseg + k});
+        seg_range(recv_chunk, k, &b, &len);
+        plan.recvs.push_back({reducing ? tmp : base + b * esz, static_cast<size_t>(len * esz)});
+        infos.push_back({b, reducing, g == n - 2});
+      }
     }
   }
   plan.on_received = [&](size_t i) {
-    const int64_t g = static_cast<int64_t>(i) / nseg;
-    if (g >= n - 1) return;  // all-gather: already in place
-    const int64_t len = static_cast<int64_t>(plan.recvs[i].num_bytes / esz);
-    uint8_t* dst = base + recv_begin[i] * static_cast<int64_t>(esz);
+    const RecvInfo& ri = infos[i];
+    if (!ri.reduce) return;  // all-gather: already in place
+    const int64_t len = static_cast<int64_t>(plan.recvs[i].num_bytes) / esz;
+    uint8_t* dst = base + ri.begin * esz;
     parallel::detail::reduce_into(dtype, op, dst, dst, tmp, len);
-    if (op == ReduceOp::AVG && g == n - 2) parallel::detail::divide_by(dtype, dst, len, n);
+    if (op == ReduceOp::AVG && ri.last_reduce) parallel::detail::divide_by(dtype, dst, len, n);
   };
   ctx.run(info, plan);
 }

@@ -34,7 +34,8 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int siz
   EMBER_CHECK_T(ValueError, store_ != nullptr, "ProcessGroupTCP: store is null");
   EMBER_CHECK_T(ValueError, options_.timeout_ms > 0, "ProcessGroupTCP: timeout_ms must be positive, got ",
                 options_.timeout_ms);
-  EMBER_CHECK_T(ValueError, options_.segment_bytes > 0, "ProcessGroupTCP: segment_bytes must be positive");
+  EMBER_CHECK_T(ValueError, options_.segment_bytes > 0 && options_.block_bytes > 0,
+                "ProcessGroupTCP: segment_bytes and block_bytes must be positive");
   MeshOptions mo;
   mo.rank = rank;
   mo.size = size;
@@ -51,6 +52,7 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int siz
   ctx_->size = size;
   ctx_->timeout_ms = options_.timeout_ms;
   ctx_->segment_bytes = options_.segment_bytes;
+  ctx_->block_bytes = options_.block_bytes;
   ctx_->mesh = mesh_.get();
   ctx_->pipeline = pipeline_.get();
   ctx_->state = state_.get();

@@ -38,6 +38,9 @@ struct ProcessGroupTCPOptions {
   int socket_buffer_bytes = 4 << 20;
   /// Pipelining granularity of the ring algorithms.
   size_t segment_bytes = 256 << 10;
+  /// all_reduce runs its ring over blocks of this many bytes, one after another, so that
+  /// each block's data stays in the cache between reduce-scatter and all-gather.
+  size_t block_bytes = 4 << 20;
 };
 
 class ProcessGroupTCP final : public ProcessGroup {

@@ -38,6 +38,7 @@ struct Context {
   int size = 1;
   int64_t timeout_ms = 0;
   size_t segment_bytes = 0;
+  size_t block_bytes = 0;
   Mesh* mesh = nullptr;
   Pipeline* pipeline = nullptr;
   GroupState* state = nullptr;

@@ -1,0 +1,273 @@
+// ember-bench-allreduce: all_reduce bus bandwidth with 2 ranks on loopback, float32 tensors of
+// 4 KiB .. 64 MiB (powers of 4), for the tcp backend (two forked processes, a FileStore for
+// rendezvous) and the mpi backend (this program re-launched under mpirun -np 2), plus the
+// machine's single-thread copy rate as the limit. One `name value unit` line per figure:
+//   memcpy_256mib_gbps              bytes copied per second by one memcpy of 256 MiB (GB/s)
+//   tcp_loopback_64mib_bidir_gbps   two processes each sending 64 MiB to the other at once over
+//                                   one loopback TCP connection (plain send/recv, 4 MiB buffers):
+//                                   the traffic of a 2-rank 64 MiB all_reduce, so the ceiling for
+//                                   tcp_allreduce_64mib on this machine, as it is loaded now
+//   <backend>_allreduce_<size>_busbw_gbps   bytes * 2(n-1)/n / time, median over repetitions
+// GB/s are 10^9 bytes per second, as nccl-tests count. Each repetition starts after a barrier
+// and is timed on rank 0 from the all_reduce call to the end of its wait.
+// Flags (for tuning): --segment-bytes N, --block-bytes N, --socket-buffer-bytes N (tcp), --only tcp|mpi,
+// --min-bytes N / --max-bytes N (restrict the sweep).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/ops/factory.h"
+#include "parallel/distributed/file_store.h"
+#include "parallel/distributed/tcp/process_group_tcp.h"
+#if EMBER_HAVE_MPI
+#include "parallel/distributed/mpi/process_group_mpi.h"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace ember;
+using namespace ember::parallel;
+
+constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string size_name(size_t bytes) {
+  return bytes >= kMiB ? std::to_string(bytes / kMiB) + "mib" : std::to_string(bytes / kKiB) + "kib";
+}
+
+int reps_for(size_t bytes) {
+  if (bytes <= 256 * kKiB) return 200;
+  if (bytes <= kMiB) return 60;
+  if (bytes <= 4 * kMiB) return 30;
+  if (bytes <= 16 * kMiB) return 15;
+  return 11;
+}
+
+// Runs the sweep on one rank; rank 0 prints the figures.
+size_t g_min_bytes = 4 * kKiB, g_max_bytes = 64 * kMiB;
+
+void sweep(ProcessGroup& pg, const std::string& backend) {
+  const int n = pg.size();
+  for (size_t bytes = 4 * kKiB; bytes <= 64 * kMiB; bytes *= 4) {
+    if (bytes < g_min_bytes || bytes > g_max_bytes) continue;
+    const int64_t numel = static_cast<int64_t>(bytes / sizeof(float));
+    Tensor t = ones({numel});
+    for (int w = 0; w < 3; ++w) pg.all_reduce(t)->wait();
+    std::vector<double> seconds;
+    for (int r = 0; r < reps_for(bytes); ++r) {
+      pg.barrier()->wait();
+      const auto start = Clock::now();
+      pg.all_reduce(t)->wait();
+      seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    if (pg.rank() == 0) {
+      const double busbw = static_cast<double>(bytes) / median(seconds) * 2.0 * (n - 1) / n / 1e9;
+      std::printf("%s_allreduce_%s_busbw_gbps %.3f GB/s\n", backend.c_str(), size_name(bytes).c_str(), busbw);
+      std::fflush(stdout);
+    }
+  }
+}
+
+double memcpy_gbps() {
+  const size_t bytes = 256 * kMiB;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> s;
+  for (int r = 0; r < 7; ++r) {
+    const auto start = Clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    s.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    src[static_cast<size_t>(r)] = dst[bytes / 2 + static_cast<size_t>(r)];  // keep the copies observable
+  }
+  return static_cast<double>(bytes) / median(s) / 1e9;
+}
+
+// Both processes send `bytes` and receive `bytes` at the same time over one connection;
+// returns bytes per direction per second (rank 0's median), or -1 on failure.
+double loopback_bidir_gbps(size_t bytes) {
+  int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 1) != 0 ||
+      ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &alen) != 0)
+    return -1;
+  int p[2];
+  if (::pipe(p) != 0) return -1;
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  int fd;
+  if (pid == 0) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) ::_exit(1);
+  } else {
+    fd = ::accept(ls, nullptr, nullptr);
+  }
+  int one = 1, buf = 4 << 20;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf);
+  std::vector<char> out(bytes, 1), in(bytes, 0);
+  std::vector<double> seconds;
+  for (int rep = 0; rep < 7; ++rep) {
+    char c = 0;
+    if (pid == 0) {  // line the two up
+      if (::write(fd, &c, 1) != 1 || ::read(fd, &c, 1) != 1) ::_exit(1);
+    } else if (::read(fd, &c, 1) != 1 || ::write(fd, &c, 1) != 1) {
+      break;
+    }
+    const auto start = Clock::now();
+    std::thread tx([&] {
+      for (size_t off = 0; off < bytes;) {
+        const ssize_t w = ::send(fd, out.data() + off, std::min<size_t>(kMiB, bytes - off), MSG_NOSIGNAL);
+        if (w <= 0) return;
+        off += static_cast<size_t>(w);
+      }
+    });
+    for (size_t off = 0; off < bytes;) {
+      const ssize_t g = ::recv(fd, in.data() + off, std::min<size_t>(kMiB, bytes - off), 0);
+      if (g <= 0) break;
+      off += static_cast<size_t>(g);
+    }
+    tx.join();
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  ::close(fd);
+  ::close(ls);
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  ::close(p[0]);
+  ::close(p[1]);
+  if (seconds.size() < 7) return -1;
+  return static_cast<double>(bytes) / median(seconds) / 1e9;
+}
+
+int run_tcp(const ProcessGroupTCPOptions& base) {
+  const std::string path = "/tmp/ember_bench_allreduce_" + std::to_string(::getpid());
+  std::remove(path.c_str());
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        auto store = std::make_shared<FileStore>(path, 2, 60'000);
+        ProcessGroupTCPOptions o = base;
+        o.host = "127.0.0.1";
+        o.timeout_ms = 120'000;
+        ProcessGroupTCP pg(store, rank, 2, o);
+        sweep(pg, "tcp");
+        pg.barrier()->wait();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tcp rank %d: %s\n", rank, e.what());
+        code = 1;
+      }
+      std::fflush(stdout);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  std::remove(path.c_str());
+  return rc;
+}
+
+#if EMBER_HAVE_MPI
+int run_mpi_child() {
+  auto pg = ProcessGroupMPI::create({});
+  sweep(*pg, "mpi");
+  pg->barrier()->wait();
+  return 0;
+}
+#endif
+
+int run_mpi(const char* self) {
+#if EMBER_HAVE_MPI && defined(EMBER_MPIEXEC)
+  if (::access(EMBER_MPIEXEC, X_OK) != 0) {
+    std::printf("# mpi_allreduce skipped: %s is not executable\n", EMBER_MPIEXEC);
+    return 0;
+  }
+  const std::string cmd = std::string(EMBER_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " + self +
+                          " --mpi-child";
+  std::fflush(stdout);
+  const int status = std::system(cmd.c_str());
+  if (status != 0) {
+    std::printf("# mpi_allreduce failed: '%s' exited with status %d\n", cmd.c_str(), status);
+    return 1;
+  }
+  return 0;
+#else
+  (void)self;
+  std::printf("# mpi_allreduce skipped: ember was built without MPI (EMBER_HAVE_MPI=0)\n");
+  return 0;
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ProcessGroupTCPOptions tcp_options;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--mpi-child") {
+#if EMBER_HAVE_MPI
+      return run_mpi_child();
+#else
+      return 1;
+#endif
+    }
+    if (a == "--segment-bytes" && i + 1 < argc) {
+      tcp_options.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--block-bytes" && i + 1 < argc) {
+      tcp_options.block_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--socket-buffer-bytes" && i + 1 < argc) {
+      tcp_options.socket_buffer_bytes = std::atoi(argv[++i]);
+    } else if (a == "--min-bytes" && i + 1 < argc) {
+      g_min_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--max-bytes" && i + 1 < argc) {
+      g_max_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--only tcp|mpi] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (g_max_bytes >= 64 * kMiB) std::printf("memcpy_256mib_gbps %.3f GB/s\n", memcpy_gbps());
+  int rc = 0;
+  if (only.empty() || only == "tcp") {
+    if (g_max_bytes >= 64 * kMiB) std::printf("tcp_loopback_64mib_bidir_gbps %.3f GB/s\n", loopback_bidir_gbps(64 * kMiB));
+    rc |= run_tcp(tcp_options);
+  }
+  char self[4096] = {};
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) std::snprintf(self, sizeof self, "%s", argv[0]);
+  if (only.empty() || only == "mpi") rc |= run_mpi(self);
+  return rc;
+}

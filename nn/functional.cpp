@@ -99,17 +99,17 @@ Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_
   IntList out_sizes = input.sizes();
   out_sizes.push_back(dim);
   Tensor w = native::contiguous(weight);
-  Tensor out = empty(out_sizes, TensorOptions(weight.dtype()));
+  Tensor out = empty(out_sizes, TensorOptions(weight.dtype()).device(weight.device()));
   if (weight.dtype() == kFloat32) {
     embedding_forward_kernel(*idx, w.data_ptr<float>(), out.data_ptr<float>(), dim);
   } else {
     embedding_forward_kernel(*idx, w.data_ptr<double>(), out.data_ptr<double>(), dim);
   }
   autograd::record("EmbeddingBackward0", {&weight}, {&out},
-                   [idx, num, dim, pad, dt = weight.dtype()](FunctionNode&, TensorList& g) {
+                   [idx, num, dim, pad, dt = weight.dtype(), dev = weight.device()](FunctionNode&, TensorList& g) {
                      Tensor gc = native::contiguous(g[0]);
                      if (gc.dtype() != dt) gc = native::to(gc, dt);
-                     Tensor gw = zeros({num, dim}, TensorOptions(dt));
+                     Tensor gw = zeros({num, dim}, TensorOptions(dt).device(dev));
                      if (dt == kFloat32) {
                        embedding_backward_kernel(*idx, gc.data_ptr<float>(), gw.data_ptr<float>(), dim, pad);
                      } else {
@@ -286,8 +286,9 @@ Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Te
   Tensor x = native::contiguous(input);
   Tensor w = weight.defined() ? native::contiguous(weight) : Tensor();
   Tensor b = bias.defined() ? native::contiguous(bias) : Tensor();
-  Tensor y = empty(input.sizes(), TensorOptions(dt));
-  Tensor mean = empty({M}, TensorOptions(kFloat64)), rstd = empty({M}, TensorOptions(kFloat64));
+  Tensor y = empty(input.sizes(), TensorOptions(dt).device(input.device()));
+  Tensor mean = empty({M}, TensorOptions(kFloat64).device(input.device())),
+         rstd = empty({M}, TensorOptions(kFloat64).device(input.device()));
   auto run = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     layer_norm_forward_kernel<T>(x.data_ptr<T>(), w.defined() ? w.data_ptr<T>() : nullptr,
@@ -302,16 +303,16 @@ Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Te
   if (autograd::any_requires_grad({&input, &weight, &bias})) {
     SavedVariable sx(x), sw(w);
     autograd::record("NativeLayerNormBackward0", {&input, &weight, &bias}, {&y},
-                     [sx, sw, mean, rstd, M = M, N = N, dt, sizes = input.sizes(), wsizes = normalized_shape](
+                     [sx, sw, mean, rstd, M = M, N = N, dt, sizes = input.sizes(), wsizes = normalized_shape, dev = input.device()](
                          FunctionNode& n, TensorList& g) {
                        Tensor xv = sx.unpack("NativeLayerNormBackward0");
                        Tensor wv = sw.defined() ? sw.unpack("NativeLayerNormBackward0") : Tensor();
                        Tensor gc = native::contiguous(g[0]);
                        if (gc.dtype() != dt) gc = native::to(gc, dt);
                        TensorList r(3);
-                       if (n.needs_input_grad(0)) r[0] = empty(sizes, TensorOptions(dt));
-                       if (n.needs_input_grad(1)) r[1] = empty(wsizes, TensorOptions(dt));
-                       if (n.needs_input_grad(2)) r[2] = empty(wsizes, TensorOptions(dt));
+                       if (n.needs_input_grad(0)) r[0] = empty(sizes, TensorOptions(dt).device(dev));
+                       if (n.needs_input_grad(1)) r[1] = empty(wsizes, TensorOptions(dt).device(dev));
+                       if (n.needs_input_grad(2)) r[2] = empty(wsizes, TensorOptions(dt).device(dev));
                        auto run_b = [&](auto* tag) {
                          using T = std::remove_pointer_t<decltype(tag)>;
                          layer_norm_backward_kernel<T>(

@@ -370,10 +370,11 @@ Tensor fused_class_loss(const Tensor& input, const Tensor& target, const Tensor&
   s->total_weight = tw;
   Tensor out;
   if (reduction == Reduction::None) {
-    out = native::reshape(native::to(from_vector(loss, {static_cast<int64_t>(rows)}), input.dtype()), L.out_sizes);
+    out = native::reshape(native::to(from_vector(loss, {static_cast<int64_t>(rows)}), input.device(), input.dtype()),
+                          L.out_sizes);
   } else {
     double v = reduction == Reduction::Sum ? total : total / tw;
-    out = scalar_tensor(v, TensorOptions(input.dtype()));
+    out = scalar_tensor(v, TensorOptions(input.dtype()).device(input.device()));
   }
   if (autograd::any_requires_grad({&input})) {
     SavedVariable sx(ce ? x : Tensor());
@@ -383,7 +384,8 @@ Tensor fused_class_loss(const Tensor& input, const Tensor& target, const Tensor&
       const bool per_elem = s->reduction == Reduction::None;
       double gs = per_elem ? 0.0 : gc.item();
       if (s->reduction == Reduction::Mean) gs /= s->total_weight;
-      Tensor gx = ce ? empty(s->input_sizes, TensorOptions(s->dtype)) : zeros(s->input_sizes, TensorOptions(s->dtype));
+      const TensorOptions gopts = TensorOptions(s->dtype).device(gc.device());
+      Tensor gx = ce ? empty(s->input_sizes, gopts) : zeros(s->input_sizes, gopts);
       auto run = [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         const T* ge = per_elem ? gc.data_ptr<T>() : nullptr;

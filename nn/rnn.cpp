@@ -85,7 +85,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_rows(const RnnConfig& c, const std::v
                                                 Tensor h0, Tensor c0) {
   const int64_t D = c.num_directions(), L = c.num_layers, H = c.hidden_size, B = steps->batch_sizes[0];
   const bool lstm = c.mode == RnnMode::kLstm;
-  const TensorOptions opts(data.dtype());
+  const TensorOptions opts = TensorOptions(data.dtype()).device(data.device());
   if (!h0.defined()) h0 = zeros({L * D, B, H}, opts);
   if (lstm && !c0.defined()) c0 = zeros({L * D, B, H}, opts);
   Tensor x = data;

@@ -107,7 +107,7 @@ Tensor column_sum(const Tensor& m) {
     const T* __restrict row = p + r * cols;
     for (int64_t k = 0; k < cols; ++k) a[k] += static_cast<double>(row[k]);
   }
-  Tensor out = empty({cols}, TensorOptions(m.dtype()));
+  Tensor out = empty({cols}, TensorOptions(m.dtype()).device(m.device()));
   T* o = out.data_ptr<T>();
   for (int64_t k = 0; k < cols; ++k) o[k] = static_cast<T>(acc[static_cast<size_t>(k)]);
   return out;
@@ -129,7 +129,7 @@ void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d,
                        DirectionSaved& sv) {
   const int64_t H = s.H, GH = s.G * s.H, N = s.N;
   const bool reverse = d == 1;
-  const TensorOptions opts(x.dtype());
+  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
   sv.gates = empty({N, GH}, opts);
   sv.hprev = empty({N, H}, opts);
   if (s.mode == RnnMode::kLstm) {
@@ -215,9 +215,9 @@ class RnnLayerNode final : public autograd::Node {
   autograd::TensorList run(autograd::TensorList& grads) {
     const LayerShape& s = shape_;
     const int64_t H = s.H, GH = s.G * s.H, N = s.N, B = s.B, D = s.D;
-    const TensorOptions opts(x_dtype_);
     const char* op = name_.c_str();
     Tensor x = x_.unpack(op);
+    const TensorOptions opts = TensorOptions(x_dtype_).device(x.device());
     Tensor dy = grads.size() > 0 && grads[0].defined() ? native::contiguous(grads[0]) : Tensor();
     const Tensor dhn = grads.size() > 1 ? grads[1] : Tensor();
     const Tensor dcn = grads.size() > 2 ? grads[2] : Tensor();
@@ -332,7 +332,7 @@ RnnLayerOutputs rnn_layer(RnnMode mode, const Tensor& input, const std::shared_p
 
   RnnLayerOutputs out;
   Tensor x = native::contiguous(input);
-  out.output = empty({s.N, s.D * s.H}, TensorOptions(input.dtype()));
+  out.output = empty({s.N, s.D * s.H}, TensorOptions(input.dtype()).device(input.device()));
   out.h_n = native::clone(native::contiguous(h0));
   if (lstm) out.c_n = native::clone(native::contiguous(c0));
   std::vector<DirectionSaved> saved(static_cast<size_t>(s.D));

@@ -31,11 +31,11 @@ void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, 
 std::vector<bool> reachable_parameters(const std::vector<Tensor>& outputs, const std::vector<Tensor>& params);
 
 template <typename T>
-void collect_tensors(const T& v, std::vector<Tensor>& out) {
+void collect_output_tensors(const T& v, std::vector<Tensor>& out) {
   if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) {
     out.push_back(v);
   } else if constexpr (requires { std::tuple_size<std::decay_t<T>>::value; }) {
-    std::apply([&](const auto&... e) { (collect_tensors(e, out), ...); }, v);
+    std::apply([&](const auto&... e) { (collect_output_tensors(e, out), ...); }, v);
   } else if constexpr (requires { v.data; v.batch_sizes; }) {  // PackedSequence-like
     out.push_back(v.data);
   }
@@ -82,7 +82,7 @@ class DistributedDataParallel {
     auto out = module_->forward(std::forward<Args>(args)...);
     if (grad_sync && options_.find_unused_parameters) {
       std::vector<Tensor> outs;
-      detail::collect_tensors(out, outs);
+      detail::collect_output_tensors(out, outs);
       auto used = detail::reachable_parameters(outs, params_);
       reducer_->prepare_for_backward(&used);
     }

@@ -1,14 +1,70 @@
-// A user program built against an installed ember: tensors, autograd, a module.
+// The README's "API at a glance", built against an installed ember with find_package(ember)
+// and run by install_consumer_test: if this stops compiling or running, the README is wrong.
 #include <cstdio>
 
 #include "ember/ember.h"
 
+using namespace ember;
+namespace rnn = ember::nn::utils::rnn;
+
+// The PyTorch FAQ's module: pack -> LSTM -> unpack with total_length, under DataParallel.
+struct MyModule : nn::Cloneable<MyModule> {
+  std::shared_ptr<nn::Embedding> emb;
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::Linear> fc;
+  MyModule() : Cloneable("MyModule") { reset(); }
+  void reset() override {
+    emb = register_module("emb", std::make_shared<nn::Embedding>(257, 32, /*padding_idx=*/0));
+    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(32, 128)));
+    fc = register_module("fc", std::make_shared<nn::Linear>(128, 6));
+  }
+  // padded: [T, B] int64 tokens; lengths: [B] int64. Returns [T, B, 6].
+  Tensor forward(const Tensor& padded, const Tensor& lengths) {
+    auto packed = rnn::pack_padded_sequence(emb->forward(padded), lengths, /*batch_first=*/false,
+                                            /*enforce_sorted=*/false);
+    auto [out, state] = lstm->forward(packed);
+    auto [unpacked, lens] = rnn::pad_packed_sequence(out, false, 0.0, /*total_length=*/padded.size(0));
+    return fc->forward(unpacked);
+  }
+};
+
 int main() {
-  using namespace ember;
-  Tensor x = tensor({1, 2, 3});
-  x.requires_grad_(true);
-  Tensor y = sum(mul(mul(x, x), 3.0));
-  y.backward();
-  std::printf("grad=%g\n", x.grad().to_vector<float>()[0]);  // 6 * x[0] = 6
-  return 0;
+  // Tensors and autograd
+  Tensor x = randn({64, 32});
+  Tensor w = zeros({32, 8}).requires_grad_();
+  Tensor loss = mean(pow(matmul(x, w) - 1.0, 2.0));
+  loss.backward();
+  double v = loss.item();
+  {
+    NoGradGuard g;
+    native::add_(w, w.grad(), -0.1);
+  }
+  Tensor y = to(x, Device("cpu:1"));
+
+  // DataParallel: [T x B] input scattered on dim 1, its [B] lengths on dim 0, in one call
+  auto model = std::make_shared<MyModule>();
+  parallel::DataParallel<MyModule> dp(model, {Device("cpu:0"), Device("cpu:1")}, std::nullopt, /*dim=*/1);
+  dp.scatter_dims({1, 0});  // input on dim 1, lengths on dim 0; outputs gathered on dim 1
+  Tensor padded = randint(1, 257, {7, 4});
+  Tensor lengths = from_vector<int64_t>({7, 3, 5, 2});
+  Tensor out = dp(padded, lengths);
+  sum(out).backward();
+
+  // Data
+  data::TensorDataset dataset({randn({10, 3}), randint(0, 2, {10})});
+  data::DataLoader loader(dataset, data::DataLoaderOptions{.batch_size = 4, .shuffle = true, .num_workers = 2,
+                                                           .worker_init_fn = [](int) {}});
+  int batches = 0;
+  for (auto& batch : loader) batches += batch.size() == 2 ? 1 : 0;
+
+  // Checkpoints are safetensors files
+  save_safetensors("model.safetensors", model->state_dict());
+  auto loaded = load_safetensors("model.safetensors");
+
+  Tensor g = tensor({1, 2, 3});
+  g.requires_grad_(true);
+  sum(mul(mul(g, g), 3.0)).backward();
+  std::printf("loss=%.4f y_device=%s out=%s batches=%d tensors=%zu grad=%g\n", v, y.device().str().c_str(),
+              out.device().str().c_str(), batches, loaded.size(), g.grad().to_vector<float>()[0]);
+  return out.sizes() == IntList{7, 4, 6} && batches == 3 ? 0 : 1;
 }

@@ -148,5 +148,20 @@ TEST(Comm, GatherOfUnequalLengthsNamesTotalLength) {
   EXPECT_THROW(comm::gather({zeros({2}), zeros({2}, TensorOptions(kInt64))}, 0), TypeError);
 }
 
+TEST(CommCuda, CopiesBetweenCudaAndCpuDevices) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA device: the CUDA copy paths are not exercised";
+  std::vector<Device> devs{Device::cuda(0), Device::cpu(1)};
+  Tensor t = iota({4, 3});
+  auto b = comm::broadcast(t, devs);
+  EXPECT_EQ(b[0].device(), Device::cuda(0));
+  expect_equal(b[0], t);
+  auto bc = comm::broadcast_coalesced({t, iota({5}, Device::cpu(0), kInt64)}, devs, 16);
+  expect_equal(bc[0][1], iota({5}, Device::cpu(0), kInt64));
+  auto parts = comm::scatter(t, devs, std::nullopt, 1);
+  EXPECT_EQ(parts[0].device(), Device::cuda(0));
+  expect_equal(comm::gather(parts, 1, Device::cuda(0)), t);
+  expect_equal(comm::reduce_add({b[0], t}, Device::cuda(0)), native::mul(t, 2.0));
+}
+
 }  // namespace
 }  // namespace ember::parallel

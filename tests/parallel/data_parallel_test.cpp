@@ -735,6 +735,28 @@ INSTANTIATE_TEST_SUITE_P(CpuDevices, PackedLstmOnDevices, ::testing::Combine(::t
 INSTANTIATE_TEST_SUITE_P(CpuDevices, DataParallelOnDevices, ::testing::Values(2, 3),
                          [](const auto& info) { return std::to_string(info.param) + "dev"; });
 
+TEST(DataParallelCuda, ReplicasOnCudaAndCpuMatchTheCpuRun) {
+  if (!cuda_is_available()) GTEST_SKIP() << "no CUDA device";
+  std::vector<Device> devs{Device::cuda(0), cuda_device_count() > 1 ? Device::cuda(1) : Device::cpu(0)};
+  auto m = std::make_shared<Mlp>(3, 5, 2);
+  Tensor x = seeded_randn({9, 3}, 80);
+  Tensor ref = m->forward(x);
+  sum(ref).backward();
+  auto ref_grads = grads_of(*m);
+  m->zero_grad();
+  m->to(devs[0]);
+  DataParallel<Mlp> dp(m, devs);
+  Tensor out = dp(x);
+  EXPECT_EQ(out.device(), devs[0]);
+  expect_near(out, ref, 1e-4, "output");
+  sum(out).backward();
+  auto grads = grads_of(*m);
+  for (size_t j = 0; j < grads.size(); ++j) {
+    EXPECT_EQ(grads[j].device(), devs[0]);
+    expect_near(grads[j], ref_grads[j], 1e-4, "grad " + std::to_string(j));
+  }
+}
+
 TEST(DataParallel, SingleDeviceIsAPassThrough) {
   auto m = std::make_shared<Affine>(3, 2);
   DataParallel<Affine> dp(m, {Device::cpu(0)});

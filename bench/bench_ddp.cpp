@@ -1,0 +1,387 @@
+// ember-bench-ddp: DistributedDataParallel scaling over the tcp backend on one host. The "nn"
+// issue's LSTM training step (as ember-bench-lstm and ember-bench-dp): Embedding(64, 32) ->
+// LSTM(32, 256, 2 layers, batch_first) over pack_padded_sequence(enforce_sorted=false) ->
+// pad_packed_sequence(total_length=50) -> Linear(256, 64) -> cross_entropy over the valid
+// positions -> Adam, batch 64 per rank, lengths uniform in [10, 50] (seed 0, the same lengths
+// for every rank, so every rank and the single process do the same work; tokens differ by rank).
+//
+// The parent forks two ranks (one intra-op thread each, set_num_threads(1)); rank 0 hosts a
+// TCPStore on 127.0.0.1 (a free port, passed to the parent over a pipe and on to rank 1) and
+// both build a ProcessGroupTCP on it. Each repetition times, after a barrier, one plain step of
+// an undistributed copy of the model on rank 0 alone (rank 1 sleeps in the next barrier: this is
+// the one-process, one-thread figure), then, after another barrier, one DDP step on both ranks.
+// Alternating the two inside the same processes lets a loaded host slow both alike. Each child
+// calls setsid(), so each rank is its own scheduler autogroup as a separately launched process
+// would be (with autogroup scheduling, two ranks in one group get one group's share of a busy
+// host). Prints `name value unit` lines (medians over the timed steps):
+//   ddp_step_ms_1r / ddp_step_ms_2r        wall time per step (2r: the slower rank's, per step)
+//   ddp_scaling_efficiency_2r              2-rank throughput / (2 x 1-rank) = 1r / 2r
+//   ddp_overlap_fraction                   Reducer::last_overlap_fraction() on rank 0
+//   ddp_step_cpu_ms_1r / ddp_step_cpu_ms_2r  process CPU time per step (2r: mean of the ranks)
+//   ddp_cpu_scaling_2r                     cpu_1r / cpu_2r: what DDP adds in CPU work per rank,
+//                                          the load-independent part of the efficiency (waits
+//                                          on the peer are not in it)
+//   machine_load_avg                       1-minute load average (/proc/loadavg) after the run
+// plus `#` lines with the load before and after and the core count: read the wall figures
+// against them (the 2r figure needs two idle cores). EMBER_BENCH_DDP_STEPS sets the timed steps
+// (default 25, at least 20); EMBER_BENCH_DDP_BUCKET_CAP_MB the DDP bucket cap (default 25, as
+// DistributedDataParallelOptions; a `#` line lists the buckets); EMBER_BENCH_DDP_TIMEOUT_S bounds the whole run (default 600): the
+// group, store and DDP waits time out well before, and past it the parent kills the ranks.
+// Children are always reaped; they die with the parent (PR_SET_PDEATHSIG).
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/generator.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/ops/random.h"
+#include "core/thread_pool.h"
+#include "nn/embedding.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "nn/rnn.h"
+#include "nn/utils/rnn.h"
+#include "parallel/distributed/tcp/process_group_tcp.h"
+#include "parallel/distributed/tcp_store.h"
+#include "parallel/distributed_data_parallel.h"
+
+namespace {
+
+using namespace ember;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kMaxLen = 50;
+constexpr int kWarmup = 5;
+constexpr int kWorld = 2;
+constexpr int64_t kGroupTimeoutMs = 120'000;  // every collective, the rendezvous and DDP's waits
+
+// The model of ember-bench-dp (the same layers as ember-bench-lstm's Model, as a Module so DDP
+// can wrap it).
+class TaggerModel : public nn::Cloneable<TaggerModel> {
+ public:
+  TaggerModel() : nn::Cloneable<TaggerModel>("TaggerModel") { reset(); }
+  void reset() override {
+    embedding = register_module("embedding", std::make_shared<nn::Embedding>(kVocab, kEmbed));
+    lstm = register_module(
+        "lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
+    head = register_module("head", std::make_shared<nn::Linear>(kHidden, kVocab));
+  }
+  /// tokens [B, T] int64, lengths [B] int64 -> logits [B, kMaxLen, kVocab].
+  Tensor forward(const Tensor& tokens, const Tensor& lengths) {
+    namespace rnn = nn::utils::rnn;
+    Tensor x = embedding->forward(tokens);
+    auto packed = rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+    auto out = std::get<0>(lstm->forward(packed));
+    Tensor padded = rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kMaxLen).first;
+    return head->forward(padded);
+  }
+  std::shared_ptr<nn::Embedding> embedding;
+  std::shared_ptr<nn::LSTM> lstm;
+  std::shared_ptr<nn::Linear> head;
+};
+
+struct Batch {
+  Tensor tokens, lengths, targets;  // targets [B * T]: -100 (ignored) past each sequence's end
+};
+
+// Lengths from seed 0 (shared by all); tokens and targets from `seed`.
+Batch make_batch(uint64_t seed) {
+  Batch b;
+  Generator len_gen(0);
+  b.lengths = randint(10, kMaxLen + 1, {kBatch}, TensorOptions(kInt64), &len_gen);
+  Generator gen(seed);
+  b.tokens = randint(0, kVocab, {kBatch, kMaxLen}, TensorOptions(kInt64), &gen);
+  Tensor targets = randint(0, kVocab, {kBatch, kMaxLen}, TensorOptions(kInt64), &gen);
+  Tensor steps = native::unsqueeze(arange(kMaxLen), 0);
+  Tensor pad = native::ge(steps, native::unsqueeze(b.lengths, 1));
+  b.targets = native::reshape(native::masked_fill(targets, pad, -100), {-1});
+  return b;
+}
+
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+struct StepTime {
+  double wall_ms = 0, cpu_ms = 0;
+};
+
+template <class Forward>
+StepTime train_step(Forward&& forward, optim::Adam& adam, const Batch& b) {
+  const double c0 = process_cpu_ms();
+  const auto t0 = Clock::now();
+  adam.zero_grad(/*set_to_none=*/true);
+  Tensor logits = forward(b.tokens, b.lengths);
+  nn::functional::CrossEntropyOptions ce;
+  ce.ignore_index = -100;
+  Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, kVocab}), b.targets, ce);
+  loss.backward();
+  adam.step();
+  return {std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), process_cpu_ms() - c0};
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double load_avg_1min() {
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  double load = -1.0;
+  if (f != nullptr) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = -1.0;
+    std::fclose(f);
+  }
+  return load;
+}
+
+std::vector<uint8_t> to_bytes(const std::vector<double>& v) {
+  std::vector<uint8_t> out(v.size() * sizeof(double));
+  if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+std::vector<double> from_bytes(const std::vector<uint8_t>& b) {
+  std::vector<double> v(b.size() / sizeof(double));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * sizeof(double));
+  return v;
+}
+
+// One rank's whole run. Rank 0 hosts the store and writes its port to `port_fd`; rank 1
+// connects to `port`. Rank 0 prints the figures.
+int run_rank(int rank, int steps, double bucket_cap_mb, int port_fd, uint16_t port) {
+  set_num_threads(1);
+  parallel::TCPStoreOptions so;
+  so.is_server = rank == 0;
+  so.world_size = kWorld;
+  so.wait_for_workers = false;  // the port must reach rank 1 first; the group's rendezvous waits
+  so.timeout_ms = 60'000;
+  so.bind_address = "127.0.0.1";
+  so.token = "ember-bench-ddp";
+  auto store = std::make_shared<parallel::TCPStore>("127.0.0.1", port, so);
+  if (rank == 0) {
+    const std::string line = std::to_string(store->port()) + "\n";
+    if (::write(port_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      std::fprintf(stderr, "ember-bench-ddp: rank 0 could not pass the store port: %s\n", std::strerror(errno));
+      return 1;
+    }
+    ::close(port_fd);
+  }
+  parallel::ProcessGroupTCPOptions po;
+  po.host = "127.0.0.1";
+  po.timeout_ms = kGroupTimeoutMs;
+  auto pg = std::make_shared<parallel::ProcessGroupTCP>(store, rank, kWorld, po);
+
+  // The same initial weights everywhere (DDP broadcasts rank 0's anyway).
+  manual_seed(0);
+  auto single = std::make_shared<TaggerModel>();
+  auto replica = single->clone_as();
+  parallel::DistributedDataParallelOptions dopt;
+  dopt.timeout_ms = kGroupTimeoutMs;
+  dopt.bucket_cap_mb = bucket_cap_mb;
+  parallel::DistributedDataParallel<TaggerModel> ddp(replica, pg, dopt);
+  optim::Adam adam1(single->parameters(), optim::AdamOptions(1e-3));
+  optim::Adam adam2(replica->parameters(), optim::AdamOptions(1e-3));
+  auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
+  auto dist = [&](const Tensor& t, const Tensor& l) { return ddp(t, l); };
+
+  // Batch i of rank r: seed 1000 + 2 i + r; the single process cycles through rank 0's.
+  std::vector<Batch> batches;
+  for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + 2 * static_cast<uint64_t>(i) + rank));
+
+  std::vector<double> wall1, cpu1, wall2, cpu2, overlap;
+  for (int i = 0; i < kWarmup + steps; ++i) {
+    const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
+    pg->barrier()->wait();
+    StepTime s1;
+    if (rank == 0) s1 = train_step(one, adam1, b);
+    pg->barrier()->wait();
+    const StepTime s2 = train_step(dist, adam2, b);
+    if (i < kWarmup) continue;
+    wall1.push_back(s1.wall_ms);
+    cpu1.push_back(s1.cpu_ms);
+    wall2.push_back(s2.wall_ms);
+    cpu2.push_back(s2.cpu_ms);
+    overlap.push_back(ddp.reducer().last_overlap_fraction());
+  }
+
+  if (rank != 0) {
+    store->set("bench_ddp/rank1_wall", to_bytes(wall2));
+    store->set("bench_ddp/rank1_cpu", to_bytes(cpu2));
+  } else {
+    const std::vector<double> other_wall = from_bytes(store->get("bench_ddp/rank1_wall"));
+    const std::vector<double> other_cpu = from_bytes(store->get("bench_ddp/rank1_cpu"));
+    EMBER_CHECK(other_wall.size() == wall2.size() && other_cpu.size() == cpu2.size(),
+                "ember-bench-ddp: rank 1 sent ", other_wall.size(), " step times, expected ", wall2.size());
+    std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size());
+    for (size_t k = 0; k < wall2.size(); ++k) {
+      step2[k] = std::max(wall2[k], other_wall[k]);
+      cpu_mean2[k] = 0.5 * (cpu2[k] + other_cpu[k]);
+    }
+    const double m1 = median(wall1), m2 = median(step2);
+    std::printf("ddp_step_ms_1r %.3f ms\n", m1);
+    std::printf("ddp_step_ms_2r %.3f ms\n", m2);
+    std::printf("ddp_scaling_efficiency_2r %.3f ratio\n", m2 > 0 ? m1 / m2 : 0.0);
+    std::printf("ddp_overlap_fraction %.3f fraction\n", median(overlap));
+    std::printf("ddp_step_cpu_ms_1r %.3f ms\n", median(cpu1));
+    std::printf("ddp_step_cpu_ms_2r %.3f ms\n", median(cpu_mean2));
+    std::printf("ddp_cpu_scaling_2r %.3f ratio\n", median(cpu_mean2) > 0 ? median(cpu1) / median(cpu_mean2) : 0.0);
+    std::vector<Tensor> reduced;  // the Reducer's parameter list (see DistributedDataParallel)
+    for (auto& [name, p] : replica->named_parameters()) {
+      if (p.requires_grad()) reduced.push_back(p);
+    }
+    std::string sizes;
+    for (const auto& bucket : ddp.reducer().bucket_parameter_indices()) {
+      int64_t numel = 0;
+      for (size_t p : bucket) numel += reduced[p].numel();
+      sizes += (sizes.empty() ? "" : ", ") + std::to_string(numel * 4 / 1024) + " KiB";
+    }
+    std::printf("# %d timed steps after %d warm-up; bucket_cap_mb %.2f: %zu buckets (%s)\n", steps, kWarmup,
+                bucket_cap_mb, ddp.reducer().bucket_parameter_indices().size(), sizes.c_str());
+    std::fflush(stdout);
+  }
+  // Nobody leaves (and rank 0 takes the store server down) before both are done with the store.
+  pg->barrier()->wait();
+  return 0;
+}
+
+// The rank process: never returns.
+[[noreturn]] void rank_main(int rank, int steps, double bucket_cap_mb, int port_fd, uint16_t port, pid_t parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
+  ::setsid();                             // its own autogroup (see the header comment)
+  int code = 1;
+  try {
+    code = run_rank(rank, steps, bucket_cap_mb, port_fd, port);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember-bench-ddp: rank %d: %s\n", rank, e.what());
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
+// Reads rank 0's port line within `timeout_ms`; 0 on failure.
+uint16_t read_port(int fd, int timeout_ms) {
+  std::string line;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (line.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return 0;
+    pollfd p{fd, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(left));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    char buf[32];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return 0;  // rank 0 exited (its error is on stderr)
+    line.append(buf, static_cast<size_t>(n));
+  }
+  const long v = std::strtol(line.c_str(), nullptr, 10);
+  return v > 0 && v < 65536 ? static_cast<uint16_t>(v) : 0;
+}
+
+// Waits for all `pids` until `deadline`; past it kills the ones left. Every child is reaped.
+// Returns whether all exited with status 0.
+bool reap(std::vector<pid_t> pids, Clock::time_point deadline) {
+  bool ok = true;
+  while (!pids.empty()) {
+    for (auto it = pids.begin(); it != pids.end();) {
+      int status = 0;
+      const pid_t r = ::waitpid(*it, &status, WNOHANG);
+      if (r == *it || (r < 0 && errno == ECHILD)) {
+        if (r == *it && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+          if (WIFSIGNALED(status)) {
+            std::fprintf(stderr, "ember-bench-ddp: rank process %d killed by signal %d\n", *it, WTERMSIG(status));
+          }
+          ok = false;
+        }
+        it = pids.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (pids.empty()) break;
+    if (Clock::now() > deadline) {
+      std::fprintf(stderr, "ember-bench-ddp: ranks still running at the deadline; killing them\n");
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main() {
+  ::signal(SIGPIPE, SIG_IGN);
+  int steps = 25;
+  if (const char* s = std::getenv("EMBER_BENCH_DDP_STEPS")) steps = std::max(20, std::atoi(s));
+  int timeout_s = 600;
+  if (const char* s = std::getenv("EMBER_BENCH_DDP_TIMEOUT_S")) timeout_s = std::max(10, std::atoi(s));
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  double bucket_cap_mb = 25.0;  // DistributedDataParallelOptions' (and PyTorch's) default
+  if (const char* s = std::getenv("EMBER_BENCH_DDP_BUCKET_CAP_MB")) bucket_cap_mb = std::max(0.01, std::atof(s));
+  const double load_before = load_avg_1min();
+  const pid_t self = ::getpid();
+
+  // No tensor work (no threads) in the parent before the forks.
+  int port_pipe[2];
+  if (::pipe(port_pipe) != 0) {
+    std::fprintf(stderr, "ember-bench-ddp: pipe(): %s\n", std::strerror(errno));
+    return 1;
+  }
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  const pid_t r0 = ::fork();
+  if (r0 == 0) {
+    ::close(port_pipe[0]);
+    rank_main(0, steps, bucket_cap_mb, port_pipe[1], 0, self);
+  }
+  ::close(port_pipe[1]);
+  if (r0 < 0) {
+    std::fprintf(stderr, "ember-bench-ddp: fork(): %s\n", std::strerror(errno));
+    return 1;
+  }
+  pids.push_back(r0);
+  const uint16_t port = read_port(port_pipe[0], 60'000);
+  ::close(port_pipe[0]);
+  if (port == 0) {
+    std::fprintf(stderr, "ember-bench-ddp: rank 0 did not report its store port\n");
+    reap(pids, Clock::now() + std::chrono::seconds(5));
+    return 1;
+  }
+  const pid_t r1 = ::fork();
+  if (r1 == 0) rank_main(1, steps, bucket_cap_mb, -1, port, self);
+  if (r1 > 0) pids.push_back(r1);
+  if (r1 < 0) std::fprintf(stderr, "ember-bench-ddp: fork(): %s\n", std::strerror(errno));
+  // Without rank 1, rank 0 times out in the rendezvous and exits by itself.
+  const bool ok = reap(pids, deadline) && r1 > 0;
+
+  const double load_after = load_avg_1min();
+  std::printf("# load average %.2f before, %.2f after, %u cores (the 2r figure wants 2 idle ones)\n", load_before,
+              load_after, std::thread::hardware_concurrency());
+  std::printf("machine_load_avg %.2f load\n", load_after);
+  return ok ? 0 : 1;
+}

@@ -399,6 +399,31 @@ TEST(RNNModules, ThreadCountDoesNotChangeResults) {
   for (size_t i = 0; i < grads[0].size(); ++i) ASSERT_NEAR(grads[0][i], grads[1][i], 1e-4);
 }
 
+// DataParallel on CPU runs replicas on logical devices cpu:1, cpu:2, ...: every tensor the layer
+// makes (outputs, default states, saved buffers, gradients) must live on the input's device.
+TEST(RNNModules, StaysOnTheInputsLogicalCpuDevice) {
+  const Device dev = Device::cpu(1);
+  LSTM lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  lstm.to(dev);
+  Tensor x = native::to(randn({5, 3, 3}), dev);
+  x.requires_grad_(true);
+  auto packed = pack_padded_sequence(x, std::vector<int64_t>{5, 2, 4}, false, false);
+  EXPECT_EQ(packed.data.device(), dev);
+  auto [out, st] = lstm.forward(packed);
+  auto [padded, lens] = pad_packed_sequence(out);
+  EXPECT_EQ(padded.device(), dev);
+  EXPECT_EQ(std::get<0>(st).device(), dev);
+  EXPECT_EQ(std::get<1>(st).device(), dev);
+  add(sum(padded), sum(std::get<1>(st))).backward();
+  EXPECT_EQ(x.grad().device(), dev);
+  for (const Tensor& p : lstm.parameters()) EXPECT_EQ(p.grad().device(), dev);
+  GRU gru(3, 4);
+  gru.to(dev);
+  auto [y, h] = gru.forward(native::to(randn({2, 3, 3}), dev));
+  EXPECT_EQ(y.device(), dev);
+  EXPECT_EQ(h.device(), dev);
+}
+
 TEST(RNNModules, DropoutOnlyBetweenLayersAndOnlyWhileTraining) {
   manual_seed(9);
   LSTM lstm(LSTMOptions(3, 8).num_layers(2).dropout(0.5));

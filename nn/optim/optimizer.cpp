@@ -117,6 +117,9 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
     ParamState copy;
     for (const auto& [key, t] : st) {
       if (!t.defined()) continue;
+      // Per-element state must have the parameter's shape (the fused updates index it directly).
+      EMBER_CHECK_T(ValueError, t.dim() == 0 || t.sizes() == p.sizes(), "loaded state dict: state \"", key,
+                    "\" of parameter ", idx, " has shape ", t.sizes(), ", the parameter has shape ", p.sizes());
       Tensor v = t;
       if (key != "step" && t.is_floating_point()) {
         v = native::to(t, p.device(), p.dtype());

@@ -92,7 +92,7 @@ Tensor SGD::step(const LossClosure& closure) {
         st["momentum_buffer"] = empty_like(p);
         init_buf = true;
       }
-      if (fusable(p, g) && (!use_buf || st["momentum_buffer"].is_contiguous())) {
+      if (fusable(p, g) && (!use_buf || fusable(p, st["momentum_buffer"]))) {
         Tensor buf = use_buf ? st["momentum_buffer"] : Tensor();
         if (p.dtype() == kFloat32) {
           sgd_kernel<float>(p.data_ptr<float>(), g.data_ptr<float>(), use_buf ? buf.data_ptr<float>() : nullptr,

@@ -202,6 +202,13 @@ TEST(Optimizer, LoadStateDictRejectsAMismatchedLayout) {
   EXPECT_NE(error_of([&] { one.load_state_dict(two.state_dict()); })
                 .find("loaded state dict has a different number of parameter groups"),
             std::string::npos);
+  SGD with_momentum({a}, SGDOptions(0.1).momentum(0.9));
+  OptimizerStateDict bad;
+  bad.param_groups.push_back({with_momentum.param_groups()[0].options().to_json(), {0}});
+  bad.state[0]["momentum_buffer"] = zeros({3}, TensorOptions(kFloat64));
+  EXPECT_NE(error_of([&] { with_momentum.load_state_dict(bad); })
+                .find("state \"momentum_buffer\" of parameter 0 has shape [3], the parameter has shape [1]"),
+            std::string::npos);
   SGD single({a}, SGDOptions(0.1));
   EXPECT_NE(error_of([&] { single.load_state_dict(one.state_dict()); })
                 .find("loaded state dict contains a parameter group that doesn't match the size of optimizer's group"),

@@ -180,6 +180,10 @@ void Reducer::launch_ready_buckets_locked() {
     GradBucket gb{next_bucket_, b.buffer, b.params};
     b.launch_time = std::chrono::steady_clock::now();
     b.result = hook_ ? hook_(*group_, gb) : CommHookResult{group_->all_reduce(b.buffer, ReduceOp::SUM), nullptr};
+    b.done_ns->store(0);
+    b.result.work->add_callback([done = b.done_ns](Work&) {
+      done->store(std::chrono::steady_clock::now().time_since_epoch().count());
+    });
     b.launched = true;
     ++next_bucket_;
   }
@@ -191,7 +195,10 @@ void Reducer::finalize_locked() {
   const double inv = 1.0 / static_cast<double>(group_->size());
   for (auto& b : buckets_) {
     b.result.work->wait(options_.timeout_ms);
-    auto done = std::chrono::steady_clock::now();
+    // Completion time from the Work's callback (it may run just after wait() returned).
+    int64_t done_ns = b.done_ns->load();
+    auto done = done_ns ? std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(done_ns))
+                        : std::chrono::steady_clock::now();
     total += std::chrono::duration<double>(done - b.launch_time).count();
     hidden += std::chrono::duration<double>(std::min(done, backward_end) - b.launch_time).count();
     if (b.result.then) b.result.then();

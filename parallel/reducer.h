@@ -7,6 +7,7 @@
 // each parameter's .grad. See Note [DDP buckets] in reducer.cpp.
 // Thread-safety: hooks run on autograd worker threads; all state is guarded by mu_.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -80,6 +81,8 @@ class Reducer {
     bool launched = false;
     CommHookResult result;
     std::chrono::steady_clock::time_point launch_time;
+    // Set by the Work's completion callback (on the group's worker thread).
+    std::shared_ptr<std::atomic<int64_t>> done_ns = std::make_shared<std::atomic<int64_t>>(0);
   };
   void on_grad_ready(size_t param_index);
   void mark_ready_locked(size_t param_index, bool zero);

@@ -170,8 +170,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
       ProcessGroupNCCLOptions no;
       no.timeout_ms = options.timeout_ms;
       if (env.local_rank) no.device = *env.local_rank;
-      pg = std::make_shared<ProcessGroupNCCL>(mpi::broadcast_nccl_unique_id(ProcessGroupNCCL::make_unique_id()),
-                                              rank, world_size, no);
+      // Only MPI_COMM_WORLD's rank 0 draws the id; everyone gets its bytes.
+      std::vector<uint8_t> id = mpi::world_rank() == 0 ? ProcessGroupNCCL::make_unique_id() : std::vector<uint8_t>();
+      id = mpi::broadcast_bytes(std::move(id), ProcessGroupNCCL::kUniqueIdBytes);
+      pg = std::make_shared<ProcessGroupNCCL>(std::move(id), rank, world_size, no);
     }
 #endif
     if (!pg) {

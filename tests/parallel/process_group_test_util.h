@@ -39,12 +39,16 @@ inline double expected_reduction(ReduceOp op, DType dtype, int n, int64_t i) {
   return acc;
 }
 
-/// A 1-D tensor of `dtype` with element i = f(i).
+/// Where the checks make their tensors: each rank thread sets its own (nccl: its GPU).
+inline thread_local Device t_device = Device::cpu();
+
+/// A 1-D tensor of `dtype` on t_device with element i = f(i).
 template <typename F>
 Tensor make_tensor_of(DType dtype, int64_t numel, F f) {
   std::vector<double> v(static_cast<size_t>(numel));
   for (int64_t i = 0; i < numel; ++i) v[static_cast<size_t>(i)] = f(i);
-  return native::to(from_vector<double>(v, {numel}), dtype);
+  Tensor t = native::to(from_vector<double>(v, {numel}), dtype);
+  return t_device.is_cpu() ? t : native::to(t, t_device);
 }
 
 inline Tensor rank_values(DType dtype, int64_t numel, int r) {

@@ -1,5 +1,7 @@
 #include "parallel/distributed/tcp/process_group_tcp.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "parallel/distributed/tcp/collectives.h"
 #include "parallel/distributed/tcp/detail/context.h"
@@ -47,7 +49,14 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int siz
   state_ = std::make_unique<GroupState>(mesh_.get());
   ctx_ = std::make_unique<Context>();
   Context* ctx = ctx_.get();
-  pipeline_ = std::make_unique<Pipeline>([ctx](const tcp::detail::PipelineFailure& f) { ctx->on_pipeline_failure(f); });
+  // Blocking inline sends must fit in the peer's receive buffer (see Pipeline::run); the
+  // kernel's autotuned buffers start at 128 KiB on Linux.
+  const size_t inline_bytes =
+      options_.socket_buffer_bytes > 0
+          ? std::min(Pipeline::kInlineSendBytes, static_cast<size_t>(options_.socket_buffer_bytes) / 4)
+          : Pipeline::kInlineSendBytes;
+  pipeline_ = std::make_unique<Pipeline>(
+      [ctx](const tcp::detail::PipelineFailure& f) { ctx->on_pipeline_failure(f); }, inline_bytes);
   ctx_->rank = rank;
   ctx_->size = size;
   ctx_->timeout_ms = options_.timeout_ms;

@@ -4,7 +4,8 @@
 
 namespace ember::parallel::tcp::detail {
 
-Pipeline::Pipeline(std::function<void(const PipelineFailure&)> abort) : abort_(std::move(abort)) {
+Pipeline::Pipeline(std::function<void(const PipelineFailure&)> abort, size_t inline_send_bytes)
+    : abort_(std::move(abort)), inline_send_bytes_(inline_send_bytes) {
   sender_ = std::thread([this] { sender_loop(); });
 }
 
@@ -75,7 +76,59 @@ void Pipeline::run_sends(PipelinePlan& plan) {
   }
 }
 
+bool Pipeline::run_inline(PipelinePlan& plan, PipelineFailure* failure) {
+  auto fail = [&](PipelineFailure f) {
+    *failure = f;
+    abort_(f);
+    return false;
+  };
+  if (plan.send_socket != nullptr) {
+    OpHeader header = plan.header;
+    IoResult r = plan.send_socket->send_all(&header, sizeof header, plan.deadline);
+    if (!r.ok()) return fail({true, plan.send_peer, r, ""});
+  }
+  size_t next_recv = 0;
+  bool header_read = plan.recv_socket == nullptr;
+  // Receives (in order) until `count` of them are done.
+  auto receive_until = [&](size_t count) -> bool {
+    if (!header_read) {
+      OpHeader theirs;
+      IoResult r = plan.recv_socket->recv_all(&theirs, sizeof theirs, plan.deadline);
+      if (!r.ok()) return fail({false, plan.recv_peer, r, ""});
+      if (!(theirs == plan.header))
+        return fail({false, plan.recv_peer, {}, "rank " + std::to_string(plan.recv_peer) + " is running " +
+                                                    theirs.str() + " but this rank is running " + plan.header.str()});
+      header_read = true;
+    }
+    for (; next_recv < count; ++next_recv) {
+      const RecvItem& item = plan.recvs[next_recv];
+      if (item.num_bytes > 0) {
+        IoResult r = plan.recv_socket->recv_all(item.data, item.num_bytes, plan.deadline);
+        if (!r.ok()) return fail({false, plan.recv_peer, r, ""});
+      }
+      if (plan.on_received) {
+        try {
+          plan.on_received(next_recv);
+        } catch (const std::exception& e) {
+          return fail({false, plan.recv_peer, {}, e.what()});
+        }
+      }
+    }
+    return true;
+  };
+  for (const SendItem& s : plan.sends) {
+    if (s.after_recv >= 0 && !receive_until(static_cast<size_t>(s.after_recv) + 1)) return false;
+    if (s.num_bytes == 0) continue;
+    IoResult r = plan.send_socket->send_all(s.data, s.num_bytes, plan.deadline);
+    if (!r.ok()) return fail({true, plan.send_peer, r, ""});
+  }
+  return plan.recv_socket == nullptr || receive_until(plan.recvs.size());
+}
+
 bool Pipeline::run(PipelinePlan& plan, PipelineFailure* failure) {
+  size_t send_bytes = 0;
+  for (const SendItem& s : plan.sends) send_bytes += s.num_bytes;
+  if (send_bytes <= inline_send_bytes_) return run_inline(plan, failure);
   recvs_done_.store(0);
   failed_.store(false);
   {

@@ -2,8 +2,9 @@
 // ring neighbours: a list of segments to send to one peer and a list to receive from
 // another. Sends go out on the Pipeline's own sender thread, receives (and the combining
 // that follows each, e.g. a reduction into place) on the calling thread, so sending,
-// receiving and reducing overlap. A send may wait for a receive: send i goes out only once
-// receive `after_recv` has been received and processed. See Note [Ring pipeline] in
+// receiving and reducing overlap (plans that send little run on the calling thread alone).
+// A send may wait for a receive: send i goes out only once receive `after_recv` has been
+// received and processed. See Note [Ring pipeline] in
 // tcp/all_reduce.cpp. One run() at a time (the group's worker); not otherwise thread-safe.
 #pragma once
 #include <atomic>
@@ -56,7 +57,8 @@ class Pipeline {
  public:
   /// `abort` breaks the group (shutting its sockets down); run() calls it with the first
   /// failure, on the failing thread, so that the other direction stops too.
-  explicit Pipeline(std::function<void(const PipelineFailure&)> abort);
+  /// Plans that send at most `inline_send_bytes` run on the calling thread alone; see run().
+  Pipeline(std::function<void(const PipelineFailure&)> abort, size_t inline_send_bytes);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -65,12 +67,20 @@ class Pipeline {
   /// either direction) when it did not complete; both directions have stopped by then.
   bool run(PipelinePlan& plan, PipelineFailure* failure);
 
+  /// The default for inline_send_bytes: small plans run on the calling thread alone, which
+  /// saves the hand-offs to and from the sender thread that dominate small collectives. The
+  /// owner must keep it well below the peers' socket receive buffers: everything a peer sent
+  /// earlier has been read, so blocking sends of that size always fit and cannot deadlock.
+  static constexpr size_t kInlineSendBytes = 32 << 10;
+
  private:
+  bool run_inline(PipelinePlan& plan, PipelineFailure* failure);
   void sender_loop();
   void run_sends(PipelinePlan& plan);
   void record_failure(PipelineFailure f);
 
   std::function<void(const PipelineFailure&)> abort_;
+  const size_t inline_send_bytes_;
   std::thread sender_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -1,0 +1,15 @@
+// broadcast: ncclBroadcast in place from root, one per tensor, in one NCCL group.
+#include "parallel/distributed/nccl/collectives.h"
+
+namespace ember::parallel::nccl {
+
+void broadcast(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int root) {
+  EMBER_NCCL_CALL(c, ncclGroupStart(), info.description);
+  for (auto& t : tensors)
+    EMBER_NCCL_CALL(c, ncclBroadcast(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                                     detail::nccl_datatype(t.dtype()), root, c.comm, c.stream),
+                    info.description);
+  EMBER_NCCL_CALL(c, ncclGroupEnd(), info.description);
+}
+
+}  // namespace ember::parallel::nccl

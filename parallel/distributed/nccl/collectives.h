@@ -1,0 +1,40 @@
+// The nccl backend's operations, one per file, mirroring tcp/ and mpi/: each enqueues NCCL
+// calls (and, where NCCL needs one contiguous buffer, device copies) on the group's stream
+// and returns at once. Temporary device buffers go into `keep`, which the Work holds until
+// the stream passed them. Throw DistributedError via EMBER_NCCL_CHECK.
+#pragma once
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/distributed/nccl/detail/nccl_types.h"
+#include "parallel/distributed/process_group.h"
+
+namespace ember::parallel::nccl {
+
+struct Comm {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  std::chrono::steady_clock::time_point deadline;  // for calls in progress (non-blocking comm)
+};
+
+void all_reduce(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, ReduceOp op);
+void broadcast(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int root);
+void reduce(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int root, ReduceOp op);
+void all_gather(const Comm& c, const OpInfo& info, std::vector<Tensor>& outputs, const Tensor& input,
+                std::vector<Tensor>& keep);
+void reduce_scatter(const Comm& c, const OpInfo& info, Tensor& output, std::vector<Tensor>& inputs, ReduceOp op,
+                    std::vector<Tensor>& keep);
+void barrier(const Comm& c, const OpInfo& info, std::vector<Tensor>& keep);
+void send(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int dst);
+void recv(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int src);
+
+/// Runs `expr` and settles it (the communicator is non-blocking).
+#define EMBER_NCCL_CALL(c, expr, who) \
+  EMBER_NCCL_CHECK(::ember::parallel::nccl::detail::settle((c).comm, (expr), (c).deadline), who)
+
+}  // namespace ember::parallel::nccl

@@ -1,0 +1,64 @@
+// ProcessGroupNCCL: the nccl backend, for CUDA tensors on this rank's one device. Its NCCL
+// communicator is made with ncclCommInitRank from a unique id that rank 0 draws and passes
+// through the Store (or through MPI under mpirun; see init.h). Operations are enqueued on the
+// group's own CUDA stream, after the work already queued on the default stream, from the
+// calling thread; each Work completes with a CUDA event. A watchdog thread finishes Works,
+// and on a NCCL error or a timeout aborts the communicator (ncclCommAbort): the group is
+// then broken. NCCL ignores tags: send/recv match in call order. nccl.h stays out of here.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/distributed/process_group.h"
+#include "parallel/distributed/store.h"
+
+namespace ember::parallel {
+
+struct ProcessGroupNCCLOptions {
+  int64_t timeout_ms = ProcessGroup::kDefaultTimeoutMs;
+  /// The CUDA device of this rank; -1: LOCAL_RANK modulo the device count (0 without it).
+  int device = -1;
+};
+
+class ProcessGroupNCCL final : public ProcessGroup {
+ public:
+  static constexpr size_t kUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
+  /// ncclGetUniqueId's bytes (rank 0 draws one; the others must get the same).
+  static std::vector<uint8_t> make_unique_id();
+
+  /// Rank 0 draws the unique id and sets it in `store`; the others get it from there.
+  /// Throws DistributedError when no CUDA device is present, NCCL fails, or the ranks do not
+  /// all arrive within options.timeout_ms.
+  ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int size, ProcessGroupNCCLOptions options = {});
+  /// With the unique id already shared (e.g. by MPI_Bcast).
+  ProcessGroupNCCL(std::vector<uint8_t> unique_id, int rank, int size, ProcessGroupNCCLOptions options = {});
+  ~ProcessGroupNCCL() override;
+
+  std::string backend_name() const override { return "nccl"; }
+  bool is_broken() const override;
+  std::string broken_reason() const override;
+  int device() const;
+
+  struct Impl;
+
+ protected:
+  std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override;
+  std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;
+  std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
+                                    ReduceOp op) override;
+  std::shared_ptr<Work> all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) override;
+  std::shared_ptr<Work> reduce_scatter_impl(const OpInfo& info, Tensor output, std::vector<Tensor> inputs,
+                                            ReduceOp op) override;
+  std::shared_ptr<Work> barrier_impl(const OpInfo& info) override;
+  std::shared_ptr<Work> send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) override;
+  std::shared_ptr<Work> recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) override;
+  void check_device(const std::string& op, const Tensor& t) const override;
+
+ private:
+  void init(std::vector<uint8_t> unique_id, ProcessGroupNCCLOptions options);
+  std::shared_ptr<Impl> impl_;  // shared with the watchdog thread
+};
+
+}  // namespace ember::parallel

@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <string_view>
 
 #include "core/error.h"
 
@@ -62,7 +61,8 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --devices LIST        comma-separated devices (default: all CUDA GPUs, else cpu:0,cpu:1)
   --single-device       no DataParallel: train on the first device only
   --workers N           forked DataLoader workers (default 2; 0 loads in the main process)
-  --threads N           intra-op threads per device (default: cores / devices, at least 1)
+  --threads N           intra-op threads per device (default: cores / devices, at least 1);
+                        the pool is process-wide, a replica finding it busy computes inline
   --batch-size N        training batch (default 64)
   --lr X                Adam learning rate (default 0.003)
   --seed N              seed of initialization, shuffling and workers (default 0)

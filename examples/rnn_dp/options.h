@@ -20,7 +20,8 @@ struct Options {
   double lr = 3e-3;
   uint64_t seed = 0;
   std::optional<size_t> limit;  // first N train and N test words per language
-  int threads = 0;              // intra-op threads per device; 0: cores / devices (at least 1)
+  int threads = 0;              // intra-op threads per device; 0: cores / devices (at least 1).
+                                // ember::set_num_threads(threads): see Note [Thread pool concurrency]
   bool batch_first = true;
   bool total_length = true;     // false: --no-total-length (the FAQ's failure under DataParallel)
   bool resume = false;

@@ -11,16 +11,25 @@
 //   threads): on a loaded host the wall times mean little, the CPU times still show what
 //   DataParallel adds. A `#` line gives the host's load average before and after: the 2dev
 //   figure needs two idle cores (with autogroup scheduling a busy host gives this process
-//   about one core's share however many threads it runs). EMBER_BENCH_DP_REPS overrides the
-//   repetition count (default 9).
+//   about one core's share however many threads it runs). Another `#` line is an estimate,
+//   not a measurement, for such hosts: from per-thread CPU times, the 2dev step on two idle
+//   cores would take the main thread's time plus, per phase, the busier device's (replica
+//   thread "dp-cpu:i" in forward, engine worker of cpu:i in backward).
+//   EMBER_BENCH_DP_REPS overrides the repetition count (default 9).
+#include <dirent.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/generator.h"
@@ -91,6 +100,48 @@ double process_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
+// ---- per-thread CPU time (for the idle-host estimate) --------------------------------------------
+
+/// CPU time of thread `tid` of this process in ms (Linux's per-thread CPU clock, as glibc's
+/// pthread_getcpuclockid builds it), or -1 when the thread is gone.
+double thread_cpu_ms(pid_t tid) {
+  const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);  // CPUCLOCK_SCHED, thread
+  timespec ts{};
+  if (clock_gettime(clock, &ts) != 0) return -1.0;
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+std::map<pid_t, double> all_thread_cpu_ms() {
+  std::map<pid_t, double> out;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+      double ms = thread_cpu_ms(tid);
+      if (ms >= 0) out[tid] = ms;
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+std::string thread_name(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name;
+}
+
+/// CPU ms each thread spent between two snapshots.
+std::map<pid_t, double> delta(const std::map<pid_t, double>& before, const std::map<pid_t, double>& after) {
+  std::map<pid_t, double> out;
+  for (const auto& [tid, ms] : after) {
+    auto it = before.find(tid);
+    out[tid] = ms - (it == before.end() ? 0.0 : it->second);
+  }
+  return out;
+}
+
 struct StepTime {
   double wall_ms;
   double cpu_ms;
@@ -142,15 +193,41 @@ int main() {
     step_ms(one, adam1, batches[w]);
     step_ms(two, adam2, batches[w]);
   }
-  std::vector<double> t1, t2, c1, c2;
+  const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  std::vector<double> t1, t2, c1, c2, est2;
+  std::map<pid_t, double> busy_in_1dev;  // threads that work in the 1dev step: main and cpu:0's engine worker
   for (int r = 0; r < reps; ++r) {
     const Batch& b = batches[static_cast<size_t>(r) % batches.size()];
+    auto a0 = all_thread_cpu_ms();
     StepTime s1 = step_ms(one, adam1, b);
+    auto a1 = all_thread_cpu_ms();
     StepTime s2 = step_ms(two, adam2, b);
+    auto a2 = all_thread_cpu_ms();
     t1.push_back(s1.wall_ms);
     c1.push_back(s1.cpu_ms);
     t2.push_back(s2.wall_ms);
     c2.push_back(s2.cpu_ms);
+    for (const auto& [tid, ms] : delta(a0, a1)) busy_in_1dev[tid] += ms;
+    // 2dev step: main thread + max over devices of the forward (replica threads) + the same of
+    // the backward (engine workers; the one busy in the 1dev steps is cpu:0's).
+    double main_ms = 0, fwd0 = 0, fwd1 = 0, bwd0 = 0, bwd1 = 0;
+    for (const auto& [tid, ms] : delta(a1, a2)) {
+      if (tid == main_tid) {
+        main_ms = ms;
+        continue;
+      }
+      std::string name = thread_name(tid);
+      if (name == "dp-cpu:0") {
+        fwd0 += ms;
+      } else if (name == "dp-cpu:1") {
+        fwd1 += ms;
+      } else if (busy_in_1dev[tid] > 1.0) {
+        bwd0 += ms;
+      } else {
+        bwd1 += ms;
+      }
+    }
+    est2.push_back(main_ms + std::max(fwd0, fwd1) + std::max(bwd0, bwd1));
   }
   double m1 = median(t1), m2 = median(t2);
   std::printf("# load average %.2f before, %.2f after (2 cores wanted idle)\n", load_before, load_average());
@@ -159,5 +236,7 @@ int main() {
   std::printf("dp_scaling_2dev %.3f x\n", m1 / m2);
   std::printf("dp_cpu_ms_1dev %.2f ms\n", median(c1));
   std::printf("dp_cpu_ms_2dev %.2f ms\n", median(c2));
+  std::printf("# estimate for two idle cores (not measured): 2dev step %.2f ms, scaling %.3f x (1dev: its CPU time)\n",
+              median(est2), median(c1) / median(est2));
   return 0;
 }

@@ -3,7 +3,9 @@
 #include <cxxabi.h>
 #include <pthread.h>
 
+#include <array>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -23,8 +25,9 @@
 // second occurrence, so replicas of one call never wait on each other. A parallel_run issued
 // from a replica thread (a DataParallel inside a replica) starts plain std::threads instead:
 // queueing behind its own job would deadlock. Concurrent parallel_run calls from different
-// user threads share the device threads; their jobs run in arrival order. After fork() the
-// child forgets the parent's threads (leaked, as the engine's) and starts new ones on demand.
+// user threads share the device threads; their jobs run in arrival order. The threads are
+// named "dp-<device>" (e.g. dp-cpu:1). After fork() the child forgets the parent's threads
+// (leaked, as the engine's) and starts new ones on demand.
 
 namespace ember::parallel {
 namespace {
@@ -80,7 +83,13 @@ class ReplicaThreads {
     if (!w) {
       w = new Worker();
       Worker* raw = w;
-      std::thread([raw] { loop(raw); }).detach();
+      // Named "dp-cpu:1" (".1" appended for a second occurrence) for top, gdb and profilers.
+      std::array<char, 16> name{};
+      std::snprintf(name.data(), name.size(), occurrence > 0 ? "dp-%s.%d" : "dp-%s", device.str().c_str(), occurrence);
+      std::thread([raw, name] {
+        pthread_setname_np(pthread_self(), name.data());
+        loop(raw);
+      }).detach();
     }
     return w;
   }

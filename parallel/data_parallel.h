@@ -84,6 +84,8 @@ class DataParallel : public nn::Module {
   /// Calls M::forward on each replica's share of the arguments and gathers the results. Tensor
   /// arguments (also in vectors/tuples) are split along their scatter dim, others given to each
   /// replica unchanged. Returns what M::forward returns (Tensor, tuples/pairs/vectors of them).
+  /// With one device (or a batch that makes one chunk) the wrapped module itself runs on
+  /// devices[0]: no replicas. One device is a plain call, as PyTorch (no gather to output_device).
   template <class... Args>
   auto forward(Args&&... args) {
     using R = std::remove_cvref_t<decltype(module_->forward(std::declval<std::remove_cvref_t<Args>&>()...))>;

@@ -8,6 +8,8 @@
 //                                   the traffic of a 2-rank 64 MiB all_reduce, so the ceiling for
 //                                   tcp_allreduce_64mib on this machine, as it is loaded now
 //   <backend>_allreduce_<size>_busbw_gbps   bytes * 2(n-1)/n / time, median over repetitions
+//   <backend>_allreduce_64mib_cpu_ms        CPU time (user + system, both ranks together) per
+//                                   64 MiB all_reduce: what it costs, however loaded the host
 // GB/s are 10^9 bytes per second, as nccl-tests count. Each repetition starts after a barrier
 // and is timed on rank 0 from the all_reduce call to the end of its wait.
 // Flags (for tuning): --segment-bytes N, --block-bytes N, --socket-buffer-bytes N (tcp), --only tcp|mpi,
@@ -16,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +68,13 @@ int reps_for(size_t bytes) {
 // Runs the sweep on one rank; rank 0 prints the figures.
 size_t g_min_bytes = 4 * kKiB, g_max_bytes = 64 * kMiB;
 
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 void sweep(ProcessGroup& pg, const std::string& backend) {
   const int n = pg.size();
   for (size_t bytes = 4 * kKiB; bytes <= 64 * kMiB; bytes *= 4) {
@@ -73,15 +83,22 @@ void sweep(ProcessGroup& pg, const std::string& backend) {
     Tensor t = ones({numel});
     for (int w = 0; w < 3; ++w) pg.all_reduce(t)->wait();
     std::vector<double> seconds;
+    double cpu = 0;
     for (int r = 0; r < reps_for(bytes); ++r) {
       pg.barrier()->wait();
+      const double cpu_start = cpu_seconds();
       const auto start = Clock::now();
       pg.all_reduce(t)->wait();
       seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      cpu += cpu_seconds() - cpu_start;
     }
+    Tensor cpu_all = scalar_tensor(cpu / reps_for(bytes), kFloat64);  // both ranks' CPU per op
+    pg.all_reduce(cpu_all)->wait();
     if (pg.rank() == 0) {
       const double busbw = static_cast<double>(bytes) / median(seconds) * 2.0 * (n - 1) / n / 1e9;
       std::printf("%s_allreduce_%s_busbw_gbps %.3f GB/s\n", backend.c_str(), size_name(bytes).c_str(), busbw);
+      if (bytes == 64 * kMiB)
+        std::printf("%s_allreduce_64mib_cpu_ms %.2f ms\n", backend.c_str(), cpu_all.item() * 1e3);
       std::fflush(stdout);
     }
   }
@@ -213,7 +230,8 @@ int run_mpi(const char* self) {
     return 0;
   }
   const std::string cmd = std::string(EMBER_MPIEXEC) + " --allow-run-as-root --oversubscribe -np 2 " + self +
-                          " --mpi-child";
+                          " --mpi-child --min-bytes " + std::to_string(g_min_bytes) + " --max-bytes " +
+                          std::to_string(g_max_bytes);
   std::fflush(stdout);
   const int status = std::system(cmd.c_str());
   if (status != 0) {
@@ -233,16 +251,12 @@ int run_mpi(const char* self) {
 int main(int argc, char** argv) {
   ProcessGroupTCPOptions tcp_options;
   std::string only;
+  bool mpi_child = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--mpi-child") {
-#if EMBER_HAVE_MPI
-      return run_mpi_child();
-#else
-      return 1;
-#endif
-    }
-    if (a == "--segment-bytes" && i + 1 < argc) {
+      mpi_child = true;
+    } else if (a == "--segment-bytes" && i + 1 < argc) {
       tcp_options.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--block-bytes" && i + 1 < argc) {
       tcp_options.block_bytes = std::strtoull(argv[++i], nullptr, 10);
@@ -258,6 +272,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "usage: %s [--only tcp|mpi] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N]\n", argv[0]);
       return 2;
     }
+  }
+  if (mpi_child) {
+#if EMBER_HAVE_MPI
+    return run_mpi_child();
+#else
+    return 1;
+#endif
   }
   if (g_max_bytes >= 64 * kMiB) std::printf("memcpy_256mib_gbps %.3f GB/s\n", memcpy_gbps());
   int rc = 0;

@@ -1,6 +1,7 @@
 #include "parallel/distributed/work.h"
 
 #include <chrono>
+#include <stdexcept>
 
 #include "core/error.h"
 
@@ -26,12 +27,25 @@ void Work::throw_timeout(int64_t timeout_ms) const {
               " ms; the operation is still running (wait again, or see parallel/README.md)");
 }
 
+std::exception_ptr Work::make_error_locked() const {
+  switch (kind_) {
+    case ErrorKind::NONE: return nullptr;
+    case ErrorKind::ERROR: return std::make_exception_ptr(Error(message_));
+    case ErrorKind::VALUE: return std::make_exception_ptr(ValueError(message_));
+    case ErrorKind::TYPE: return std::make_exception_ptr(TypeError(message_));
+    case ErrorKind::DISTRIBUTED: return std::make_exception_ptr(DistributedError(message_));
+    case ErrorKind::TIMEOUT: return std::make_exception_ptr(TimeoutError(message_));
+    case ErrorKind::OTHER: return std::make_exception_ptr(std::runtime_error(message_));
+  }
+  return nullptr;
+}
+
 void Work::wait(int64_t timeout_ms) {
   if (!wait_finished(timeout_ms)) throw_timeout(timeout_ms);
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    error = error_;
+    error = make_error_locked();
   }
   if (error) std::rethrow_exception(error);
 }
@@ -43,12 +57,12 @@ bool Work::is_completed() {
 
 bool Work::is_success() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return done_ && !error_;
+  return done_ && kind_ == ErrorKind::NONE;
 }
 
 std::exception_ptr Work::exception() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return error_;
+  return make_error_locked();
 }
 
 void Work::add_callback(std::function<void(Work&)> callback) {
@@ -63,12 +77,36 @@ void Work::add_callback(std::function<void(Work&)> callback) {
 }
 
 void Work::finish(std::exception_ptr error) {
+  ErrorKind kind = ErrorKind::NONE;
+  std::string message;
+  if (error) {
+    // Most derived first: the ember types all derive from Error.
+    try {
+      std::rethrow_exception(error);
+    } catch (const DistributedError& e) {
+      kind = ErrorKind::DISTRIBUTED, message = e.what();
+    } catch (const TimeoutError& e) {
+      kind = ErrorKind::TIMEOUT, message = e.what();
+    } catch (const ValueError& e) {
+      kind = ErrorKind::VALUE, message = e.what();
+    } catch (const TypeError& e) {
+      kind = ErrorKind::TYPE, message = e.what();
+    } catch (const Error& e) {
+      kind = ErrorKind::ERROR, message = e.what();
+    } catch (const std::exception& e) {
+      kind = ErrorKind::OTHER, message = e.what();
+    } catch (...) {
+      kind = ErrorKind::OTHER, message = description_ + " failed with a non-standard exception";
+    }
+    error = nullptr;
+  }
   std::vector<std::function<void(Work&)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
     done_ = true;
-    error_ = std::move(error);
+    kind_ = kind;
+    message_ = std::move(message);
     finishing_thread_ = std::this_thread::get_id();
   }
   // Callbacks added while these run are run here too, before the waiters are released.

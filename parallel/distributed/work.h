@@ -36,7 +36,9 @@ class Work {
   virtual bool is_completed();
   /// True once finished without an error.
   bool is_success();
-  /// The error the operation failed with, or null (also while it is still running).
+  /// The error the operation failed with (a fresh copy with the same message, typed
+  /// DistributedError, TimeoutError, ValueError, TypeError, else Error), or null (also
+  /// while it is still running).
   std::exception_ptr exception();
   const std::string& description() const { return description_; }
 
@@ -46,7 +48,8 @@ class Work {
   void add_callback(std::function<void(Work&)> callback);
 
   /// Backends: marks the work finished (error null means success) and wakes the waiters.
-  /// Later calls are ignored.
+  /// Later calls are ignored. The error is kept as its type and message, and every waiter
+  /// gets its own copy: no exception object is shared between threads.
   void finish(std::exception_ptr error = nullptr);
 
  protected:
@@ -62,7 +65,11 @@ class Work {
   bool done_ = false;                                   // guarded by mutex_: finished
   bool released_ = false;                               // guarded by mutex_: callbacks ran, waiters may go
   std::thread::id finishing_thread_;                    // guarded by mutex_
-  std::exception_ptr error_;                            // guarded by mutex_
+  // The failure, as its type and message; kind_ NONE means success.
+  enum class ErrorKind { NONE, ERROR, VALUE, TYPE, DISTRIBUTED, TIMEOUT, OTHER };
+  ErrorKind kind_ = ErrorKind::NONE;                    // guarded by mutex_
+  std::string message_;                                 // guarded by mutex_
+  std::exception_ptr make_error_locked() const;
   std::vector<std::function<void(Work&)>> callbacks_;   // guarded by mutex_
 };
 

@@ -258,7 +258,7 @@ TEST(ProcessGroupTCP, SendRecvMatchesByTagOutOfOrder) {
 TEST(ProcessGroupTCP, BothRanksSendingLargeMessagesFirstDoNotDeadlock) {
   Groups groups = make_groups(2);
   on_ranks(groups, [](ProcessGroupTCP& pg) {
-    const int64_t n = 8 << 20;  // 32 MiB each way: far beyond the socket buffers
+    const int64_t n = 4 << 20;  // 16 MiB each way: far beyond the socket buffers
     Tensor out = test::rank_values(kFloat32, n, pg.rank());
     Tensor in = zeros({n});
     auto s = pg.send(out, 1 - pg.rank(), 0);

@@ -175,8 +175,22 @@ struct ProcessGroupMPI::Impl {
       } catch (...) {
         error = std::current_exception();
       }
+      std::string failure;
+      if (error) {
+        failure = "an earlier operation failed";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          failure = e.what();
+        }
+      }
+      if (error) {
+        // Break first, so that nothing queued behind it runs on a communicator in an unknown state.
+        std::lock_guard<std::mutex> guard(mutex);
+        break_locked(failure);
+      }
       if (task.run || error) {
-        task.work->finish(error);
+        task.work->finish(std::move(error));
       } else {
         pending.push_back({task.work, task.description, std::move(requests), std::move(task.tensors), task.is_recv,
                            Clock::now() + std::chrono::milliseconds(timeout_ms)});
@@ -185,15 +199,6 @@ struct ProcessGroupMPI::Impl {
       test_pending();
       lock.lock();
       running.reset();
-      if (error) {
-        std::string msg = "an earlier operation failed";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          msg = e.what();
-        }
-        break_locked(msg);
-      }
     }
     lock.unlock();
     for (auto& p : pending)

@@ -72,7 +72,9 @@ void all_reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
         seg_range(send_chunk, k, &b, &len);
         plan.sends.push_back({base + b * esz, static_cast<size_t>(len * esz), g == 0 ? -1 : first + (g - 1) * nseg + k});
         seg_range(recv_chunk, k, &b, &len);
-        plan.recvs.push_back({reducing ? tmp : base + b * esz, static_cast<size_t>(len * esz)});
+        // All-gather writes in place over what step g+1-n sent from there.
+        const int64_t after_send = reducing ? -1 : first + (g + 1 - n) * nseg + k;
+        plan.recvs.push_back({reducing ? tmp : base + b * esz, static_cast<size_t>(len * esz), after_send});
         infos.push_back({b, reducing, g == n - 2});
       }
     }

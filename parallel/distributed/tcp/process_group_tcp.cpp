@@ -138,7 +138,7 @@ void ProcessGroupTCP::worker_loop() {
     lock.lock();
     busy_ = false;
     lock.unlock();
-    work->finish(error);
+    work->finish(std::move(error));  // the Work holds the only reference to the error now
     lock.lock();
   }
 }

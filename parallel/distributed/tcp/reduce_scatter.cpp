@@ -47,7 +47,8 @@ void reduce_scatter(detail::Context& ctx, const OpInfo& info, Tensor& output, st
       const size_t len = std::min(nbytes, b + seg) - b;
       const int64_t i = g * static_cast<int64_t>(nseg) + static_cast<int64_t>(k);
       plan.sends.push_back({send_base + b, len, g == 0 ? -1 : i - static_cast<int64_t>(nseg)});
-      plan.recvs.push_back({tmp, len});
+      // Step g combines into the buffer that step g-1 sent from (two steps back it was written).
+      plan.recvs.push_back({tmp, len, g >= 2 ? i - static_cast<int64_t>(nseg) : -1});
     }
   }
   plan.on_received = [&](size_t i) {

@@ -224,16 +224,14 @@ void P2PEngine::adopt(std::unique_ptr<Op> op) {
       return;
     }
   }
-  if (p.closed) {
-    op->work->finish(std::make_exception_ptr(DistributedError(
-        op->description + " failed: rank " + std::to_string(peer) + " closed the connection earlier")));
-    return;
-  }
   if (op->is_send) {
     p.sends.push_back(std::move(op));
   } else {
     p.posted[op->tag].push_back(std::move(op));
   }
+  if (p.closed)
+    fail_peer(peer, "rank " + std::to_string(peer) +
+                        " closed the connection earlier (it died, or its process group broke or was destroyed)");
 }
 
 void P2PEngine::deliver_stash(int peer) {

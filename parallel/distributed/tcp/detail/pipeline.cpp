@@ -25,9 +25,11 @@ void Pipeline::record_failure(PipelineFailure f) {
     have_failure_ = true;
     failure_ = f;
   }
-  failed_.store(true);
-  recvs_done_.store(kAborted);
-  recvs_done_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    failed_.store(true);
+  }
+  progress_cv_.notify_all();
   abort_(f);
 }
 
@@ -60,20 +62,34 @@ void Pipeline::run_sends(PipelinePlan& plan) {
   }
   IoResult r = plan.send_socket->sendv_all(iov, iovcnt, plan.deadline);
   if (!r.ok()) return record_failure({true, plan.send_peer, r, ""});
+  if (i == 1) {
+    {
+      std::lock_guard<std::mutex> lock(progress_mutex_);
+      sends_done_ = 1;
+    }
+    progress_cv_.notify_all();
+  }
   for (; i < plan.sends.size(); ++i) {
     const SendItem& s = plan.sends[i];
     if (s.after_recv >= 0) {
-      int64_t done = recvs_done_.load(std::memory_order_acquire);
-      while (done <= s.after_recv) {
-        recvs_done_.wait(done, std::memory_order_acquire);
-        done = recvs_done_.load(std::memory_order_acquire);
-      }
-      if (done == kAborted) return;
+      wait_progress(recvs_done_, s.after_recv + 1);
+      if (failed_.load()) return;
     }
-    if (s.num_bytes == 0) continue;
-    r = plan.send_socket->send_all(s.data, s.num_bytes, plan.deadline);
-    if (!r.ok()) return record_failure({true, plan.send_peer, r, ""});
+    if (s.num_bytes > 0) {
+      r = plan.send_socket->send_all(s.data, s.num_bytes, plan.deadline);
+      if (!r.ok()) return record_failure({true, plan.send_peer, r, ""});
+    }
+    {
+      std::lock_guard<std::mutex> lock(progress_mutex_);
+      sends_done_ = static_cast<int64_t>(i) + 1;
+    }
+    progress_cv_.notify_all();
   }
+}
+
+void Pipeline::wait_progress(const int64_t& counter, int64_t at_least) {
+  std::unique_lock<std::mutex> lock(progress_mutex_);
+  progress_cv_.wait(lock, [&] { return counter >= at_least || failed_.load(); });
 }
 
 bool Pipeline::run_inline(PipelinePlan& plan, PipelineFailure* failure) {
@@ -129,8 +145,12 @@ bool Pipeline::run(PipelinePlan& plan, PipelineFailure* failure) {
   size_t send_bytes = 0;
   for (const SendItem& s : plan.sends) send_bytes += s.num_bytes;
   if (send_bytes <= inline_send_bytes_) return run_inline(plan, failure);
-  recvs_done_.store(0);
-  failed_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(progress_mutex_);
+    recvs_done_ = 0;
+    sends_done_ = 0;
+    failed_.store(false);
+  }
   {
     std::lock_guard<std::mutex> lock(failure_mutex_);
     have_failure_ = false;
@@ -155,6 +175,10 @@ bool Pipeline::run(PipelinePlan& plan, PipelineFailure* failure) {
     } else {
       for (size_t i = 0; i < plan.recvs.size() && !failed_.load(std::memory_order_relaxed); ++i) {
         const RecvItem& item = plan.recvs[i];
+        if (item.after_send >= 0 && plan.send_socket != nullptr) {
+          wait_progress(sends_done_, item.after_send + 1);
+          if (failed_.load()) break;
+        }
         if (item.num_bytes > 0) {
           r = plan.recv_socket->recv_all(item.data, item.num_bytes, plan.deadline);
           if (!r.ok()) {
@@ -170,8 +194,11 @@ bool Pipeline::run(PipelinePlan& plan, PipelineFailure* failure) {
             break;
           }
         }
-        recvs_done_.store(static_cast<int64_t>(i) + 1, std::memory_order_release);
-        recvs_done_.notify_one();
+        {
+          std::lock_guard<std::mutex> lock(progress_mutex_);
+          recvs_done_ = static_cast<int64_t>(i) + 1;
+        }
+        progress_cv_.notify_all();
       }
     }
   }

@@ -30,6 +30,11 @@ struct SendItem {
 struct RecvItem {
   void* data = nullptr;  // where the bytes land
   size_t num_bytes = 0;
+  /// Send that read the memory this receive (or the combining after it) overwrites, and
+  /// must have finished first; -1: none. The ring's causality already guarantees it;
+  /// waiting on it makes the order explicit, also to ThreadSanitizer, which cannot see
+  /// through sockets. Plans run inline honor it by their order.
+  int64_t after_send = -1;
 };
 
 struct PipelinePlan {
@@ -88,11 +93,15 @@ class Pipeline {
   bool sender_busy_ = false;      // guarded by mutex_
   bool stop_ = false;             // guarded by mutex_
 
-  // Per run: receives completed so far (the sender waits on it with atomic wait), and
-  // whether the run failed. kAborted in recvs_done_ wakes a waiting sender for good.
-  static constexpr int64_t kAborted = INT64_MAX;
-  std::atomic<int64_t> recvs_done_{0};
+  // Per run: how far each direction got, and whether the run failed; each side waits for
+  // the other's progress on progress_cv_.
+  std::mutex progress_mutex_;
+  std::condition_variable progress_cv_;
+  int64_t recvs_done_ = 0;        // guarded by progress_mutex_
+  int64_t sends_done_ = 0;        // guarded by progress_mutex_
   std::atomic<bool> failed_{false};
+  // Waits until counter >= at_least, or the run failed.
+  void wait_progress(const int64_t& counter, int64_t at_least);
   std::mutex failure_mutex_;
   bool have_failure_ = false;         // guarded by failure_mutex_
   PipelineFailure failure_;           // guarded by failure_mutex_

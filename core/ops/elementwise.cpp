@@ -402,7 +402,20 @@ Tensor& sqrt_(Tensor& self) {
   EMBER_CHECK_T(TypeError, self.is_floating_point(), "sqrt_: expected a floating-point tensor, got ", self.dtype());
   return unary_(UnaryOp::Sqrt, self, 0, 0, "sqrt_");
 }
-Tensor& fill_(Tensor& self, double value) { return unary_(UnaryOp::Fill, self, value, 0, "fill_"); }
+Tensor& fill_(Tensor& self, double value) {
+  if (self.device().is_cpu() && self.is_contiguous()) {
+    // Writes without reading the (possibly uninitialized) old values: a bool byte that is not
+    // 0 or 1 must never be loaded as a bool.
+    EMBER_DISPATCH_ALL(self.dtype(), "fill_", [&] {
+      scalar_t v = from_double<scalar_t>(value);
+      scalar_t* p = static_cast<scalar_t*>(self.raw_data());
+      std::fill(p, p + self.numel(), v);
+    });
+    self.bump_version();
+    return self;
+  }
+  return unary_(UnaryOp::Fill, self, value, 0, "fill_");
+}
 Tensor& zero_(Tensor& self) { return fill_(self, 0.0); }
 Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi) {
   EMBER_CHECK_T(ValueError, lo || hi, "clamp_: at least one of 'min' or 'max' must not be None");

@@ -22,6 +22,7 @@ Tensor full(const IntList& sizes, double value, TensorOptions options) {
   bool rg = options.requires_grad_;
   Tensor t = empty(sizes, options.requires_grad(false));
   native::fill_(t, value);
+  t.impl()->version->version.store(0);  // a new tensor starts at version 0, as in PyTorch
   if (rg) t.requires_grad_(true);
   return t;
 }
@@ -29,7 +30,7 @@ Tensor zeros(const IntList& sizes, TensorOptions options) {
   bool rg = options.requires_grad_;
   Tensor t = empty(sizes, options.requires_grad(false));
   if (t.device().is_cpu()) {
-    std::memset(t.raw_data(), 0, t.nbytes());
+    if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
   } else {
     native::zero_(t);
   }

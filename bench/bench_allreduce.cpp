@@ -4,9 +4,9 @@
 // machine's single-thread copy rate as the limit. One `name value unit` line per figure:
 //   memcpy_256mib_gbps              bytes copied per second by one memcpy of 256 MiB (GB/s)
 //   tcp_loopback_64mib_bidir_gbps   two processes each sending 64 MiB to the other at once over
-//                                   one loopback TCP connection (plain send/recv, 4 MiB buffers):
-//                                   the traffic of a 2-rank 64 MiB all_reduce, so the ceiling for
-//                                   tcp_allreduce_64mib on this machine, as it is loaded now
+//                                   one loopback TCP connection (plain send/recv, 4 MiB buffers,
+//                                   cold memory): the traffic of a 2-rank 64 MiB all_reduce without
+//                                   its work, a reference for how fast loopback is right now
 //   <backend>_allreduce_<size>_busbw_gbps   bytes * 2(n-1)/n / time, median over repetitions
 //   <backend>_allreduce_64mib_cpu_ms        CPU time (user + system, both ranks together) per
 //                                   64 MiB all_reduce: what it costs, however loaded the host

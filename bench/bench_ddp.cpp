@@ -59,41 +59,19 @@
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed_data_parallel.h"
+#include "tagger_model.h"
 
 namespace {
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kMaxLen = 50;
+using namespace ember::bench;  // the model of ember-bench-dp (bench/tagger_model.h)
+constexpr int64_t kBatch = 64;
 constexpr int kWarmup = 5;
 constexpr int kWorld = 2;
 constexpr int64_t kGroupTimeoutMs = 120'000;  // every collective, the rendezvous and DDP's waits
 
-// The model of ember-bench-dp (the same layers as ember-bench-lstm's Model, as a Module so DDP
-// can wrap it).
-class TaggerModel : public nn::Cloneable<TaggerModel> {
- public:
-  TaggerModel() : nn::Cloneable<TaggerModel>("TaggerModel") { reset(); }
-  void reset() override {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(kVocab, kEmbed));
-    lstm = register_module(
-        "lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
-    head = register_module("head", std::make_shared<nn::Linear>(kHidden, kVocab));
-  }
-  /// tokens [B, T] int64, lengths [B] int64 -> logits [B, kMaxLen, kVocab].
-  Tensor forward(const Tensor& tokens, const Tensor& lengths) {
-    namespace rnn = nn::utils::rnn;
-    Tensor x = embedding->forward(tokens);
-    auto packed = rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-    auto out = std::get<0>(lstm->forward(packed));
-    Tensor padded = rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kMaxLen).first;
-    return head->forward(padded);
-  }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::LSTM> lstm;
-  std::shared_ptr<nn::Linear> head;
-};
 
 struct Batch {
   Tensor tokens, lengths, targets;  // targets [B * T]: -100 (ignored) past each sequence's end
@@ -111,12 +89,6 @@ Batch make_batch(uint64_t seed) {
   Tensor pad = native::ge(steps, native::unsqueeze(b.lengths, 1));
   b.targets = native::reshape(native::masked_fill(targets, pad, -100), {-1});
   return b;
-}
-
-double process_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 struct StepTime {

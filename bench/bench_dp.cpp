@@ -44,39 +44,15 @@
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
 #include "parallel/data_parallel.h"
+#include "tagger_model.h"
 
 namespace {
 
 using namespace ember;
 
-constexpr int64_t kVocab = 64;
-constexpr int64_t kEmbed = 32;
-constexpr int64_t kHidden = 256;
-constexpr int64_t kLayers = 2;
+using namespace ember::bench;  // the model (bench/tagger_model.h)
 constexpr int64_t kBatch = 128;
-constexpr int64_t kMaxLen = 50;
 
-class TaggerModel : public nn::Cloneable<TaggerModel> {
- public:
-  TaggerModel() : nn::Cloneable<TaggerModel>("TaggerModel") { reset(); }
-  void reset() override {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(kVocab, kEmbed));
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
-    head = register_module("head", std::make_shared<nn::Linear>(kHidden, kVocab));
-  }
-  /// tokens [B, T] int64, lengths [B] int64 -> logits [B, kMaxLen, kVocab].
-  Tensor forward(const Tensor& tokens, const Tensor& lengths) {
-    namespace rnn = nn::utils::rnn;
-    Tensor x = embedding->forward(tokens);
-    auto packed = rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-    auto out = std::get<0>(lstm->forward(packed));
-    Tensor padded = rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kMaxLen).first;
-    return head->forward(padded);
-  }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::LSTM> lstm;
-  std::shared_ptr<nn::Linear> head;
-};
 
 struct Batch {
   Tensor tokens, lengths, targets;  // targets: -100 (ignored) past each sequence's end
@@ -92,12 +68,6 @@ Batch make_batch(uint64_t seed) {
   Tensor pad = native::ge(steps, native::unsqueeze(b.lengths, 1));
   b.targets = native::masked_fill(targets, pad, -100);
   return b;
-}
-
-double process_cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
 }
 
 // ---- per-thread CPU time (for the idle-host estimate) --------------------------------------------

@@ -59,7 +59,7 @@
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed_data_parallel.h"
-#include "tagger_model.h"
+#include "bench/tagger_model.h"
 
 namespace {
 

@@ -44,7 +44,7 @@
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
 #include "parallel/data_parallel.h"
-#include "tagger_model.h"
+#include "bench/tagger_model.h"
 
 namespace {
 

@@ -325,12 +325,18 @@ GroupResult WorkerGroup::monitor() {
       result.signal = s;
       return result;
     }
+    // Workers found failed in the same round ended at about the same time; the one killed by
+    // a signal is more likely the cause (the others typically exit 1 when their collectives
+    // fail because it is gone), so it is the one reported. Otherwise: the lowest rank.
+    const Worker* failed = nullptr;
     for (auto& w : workers_) {
-      if (w->exited && (w->exit.signaled || w->exit.exit_code != 0)) {
-        result.outcome = GroupResult::kWorkerFailed;
-        result.failure = w->exit;
-        return result;
-      }
+      if (!w->exited || (!w->exit.signaled && w->exit.exit_code == 0)) continue;
+      if (failed == nullptr || (w->exit.signaled && !failed->exit.signaled)) failed = w.get();
+    }
+    if (failed != nullptr) {
+      result.outcome = GroupResult::kWorkerFailed;
+      result.failure = failed->exit;
+      return result;
     }
     if (!any_live()) {
       drain_pipes(1000);

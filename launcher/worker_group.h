@@ -44,7 +44,7 @@ struct WorkerExit {
 
 struct GroupResult {
   enum Outcome { kSucceeded, kWorkerFailed, kInterrupted } outcome = kSucceeded;
-  WorkerExit failure;  // kWorkerFailed: the first worker seen failing
+  WorkerExit failure;  // kWorkerFailed: the first seen failing (of several at once: one killed by a signal)
   int signal = 0;      // kInterrupted: the signal ember-run received and forwarded
 };
 

@@ -1,6 +1,7 @@
 // rnn_dp: the PyTorch FAQ's pack -> LSTM -> unpack model under DataParallel, trained to tell
 // the language of a word (english, german, french, italian, spanish, dutch). With no flags it
 // trains 3 epochs over cpu:0,cpu:1 (or every GPU) with 2 forked DataLoader workers.
+// With --ddp, one rank per process under ember-run or mpirun (see --help).
 // Exit codes: 0 done, 1 training failed (the message says why), 2 bad command line.
 #include <cstdio>
 #include <exception>
@@ -23,6 +24,15 @@ int main(int argc, char** argv) {
   }
   try {
     rnn_dp::train(options);
+  } catch (const ember::DistributedError& e) {
+    // --ddp: another rank died or hung (or the launcher went away).
+    std::fflush(stdout);
+    std::fprintf(stderr, "rnn_dp: error: DistributedError: %s\n", e.what());
+    return 1;
+  } catch (const ember::TimeoutError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "rnn_dp: error: TimeoutError: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "rnn_dp: error: %s\n", e.what());

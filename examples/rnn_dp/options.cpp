@@ -55,11 +55,18 @@ std::vector<ember::Device> parse_devices(const std::string& flag, const std::str
 std::string usage() {
   return R"(usage: rnn_dp [options]
 Trains the PyTorch FAQ's pack -> LSTM -> unpack model (Embedding(257, 32) -> LSTM(32, 128) ->
-mean over valid positions -> Linear(128, 6)) to tell the language of a word, under DataParallel.
+mean over valid positions -> Linear(128, 6)) to tell the language of a word, under DataParallel (or DistributedDataParallel with --ddp).
 
   --epochs N            epochs to train (default 3)
   --devices LIST        comma-separated devices (default: all CUDA GPUs, else cpu:0,cpu:1)
   --single-device       no DataParallel: train on the first device only
+  --ddp                 DistributedDataParallel, one rank per process: run under
+                        `ember-run --nproc-per-node N` or `mpirun -np N`; --batch-size is
+                        the global batch (each rank takes batch/N), rank 0 prints and
+                        checkpoints
+  --backend NAME        --ddp: tcp | mpi | nccl (default: mpi under mpirun, nccl with
+                        GPUs, else tcp)
+  --timeout S           --ddp: seconds any collective may take before it fails (default 300)
   --workers N           forked DataLoader workers (default 2; 0 loads in the main process)
   --threads N           intra-op threads per device (default: cores / devices, at least 1);
                         the pool is process-wide, a replica finding it busy computes inline
@@ -110,6 +117,15 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (arg == "--single-device") {
       no_value();
       o.single_device = true;
+    } else if (arg == "--ddp") {
+      no_value();
+      o.ddp = true;
+    } else if (arg == "--backend") {
+      o.backend = take();
+      EMBER_CHECK_T(ValueError, o.backend == "tcp" || o.backend == "mpi" || o.backend == "nccl", arg,
+                    ": expected tcp, mpi or nccl, got '", o.backend, "'");
+    } else if (arg == "--timeout") {
+      o.timeout_s = parse_int(arg, take(), 1);
     } else if (arg == "--workers") {
       o.workers = static_cast<int>(parse_int(arg, take(), 0));
     } else if (arg == "--threads") {
@@ -148,6 +164,13 @@ Options parse_options(int argc, const char* const* argv) {
     } else {
       EMBER_THROW(ValueError, "unknown option '", argv[i], "' (see --help)");
     }
+  }
+  if (o.ddp) {
+    EMBER_CHECK_T(ValueError, o.devices.empty() && !o.single_device,
+                  "--ddp: each rank trains on one device of its own (cuda:LOCAL_RANK, else cpu:0); drop --devices "
+                  "and --single-device");
+  } else {
+    EMBER_CHECK_T(ValueError, o.backend.empty(), "--backend applies only with --ddp");
   }
   return o;
 }

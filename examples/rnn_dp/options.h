@@ -26,6 +26,9 @@ struct Options {
   bool total_length = true;     // false: --no-total-length (the FAQ's failure under DataParallel)
   bool resume = false;
   bool single_device = false;   // no DataParallel: the model on devices[0]
+  bool ddp = false;             // DistributedDataParallel: one rank per process (ember-run, mpirun)
+  std::string backend;          // --ddp: tcp | mpi | nccl; empty: mpi under mpirun, nccl on GPUs, else tcp
+  int64_t timeout_s = 300;      // --ddp: bound on every collective and the rendezvous
   double augment_p = 0.0;       // probability of dropping one byte of a training word
   std::string metrics_path = "runs/rnn_dp/metrics.jsonl";
   std::string checkpoint_dir = "runs/rnn_dp/checkpoints";

@@ -1,7 +1,10 @@
 #include "examples/rnn_dp/train.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdarg>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -27,6 +30,8 @@
 #include "nn/functional.h"
 #include "nn/optim/adam.h"
 #include "parallel/data_parallel.h"
+#include "parallel/distributed/init.h"
+#include "parallel/distributed_data_parallel.h"
 
 namespace rnn_dp {
 
@@ -47,13 +52,29 @@ namespace rnn_dp {
 // DataParallel sums the replicas' gradients, so it matches a single-device run up to float
 // rounding (the tests check 1e-5), not bit for bit.
 
+// Note [DDP mode]
+// With --ddp every process is one rank (ember-run or mpirun starts them; init_process_group
+// reads their environment). Rank r visits the shard DistributedSampler(world, r) gives it:
+// with the same seed and epoch every rank draws the same permutation and takes positions
+// r, r + world, ...; --batch-size is the global batch, so each rank's batch k holds
+// batch/world of the words at positions [k * batch, (k + 1) * batch) of that permutation,
+// exactly the words of the single-process run's batch k. DistributedDataParallel averages
+// the ranks' gradients, so when every batch is full (the shard sizes divide evenly) a run over
+// N ranks follows the single-process run up to float rounding. The epoch's loss and the test
+// accuracy are sums over the ranks (each evaluates every world-th test batch). Rank 0 alone
+// prints, writes metrics and saves checkpoints, and every rank waits at a barrier until the
+// epoch's checkpoint is on disk, so "the last checkpoint" is an epoch every rank finished.
+// --resume: every rank loads it (model and Adam state); DDP's construction then broadcasts
+// rank 0's parameters, which changes nothing. A rank that dies makes the others' next
+// collective fail with DistributedError (see parallel/README.md); under
+// `ember-run --max-restarts K` the group restarts and, with --resume, continues from there.
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using ember::Device;
 using ember::Tensor;
 using Loader = ember::data::DataLoader<WordLangDataset, WordBatchCollate>;
-using Encoder = std::function<Tensor(const Tensor& padded, const Tensor& lengths)>;
 
 uint64_t epoch_seed(uint64_t seed, int epoch) {
   // splitmix64 of (seed, epoch): distinct, well-mixed seeds per epoch.
@@ -72,6 +93,67 @@ std::string join_devices(const std::vector<Device>& devices) {
   return s;
 }
 
+// printf to `out`, or nothing when it is null (the ranks other than 0 under --ddp).
+[[gnu::format(printf, 2, 3)]] void say(std::FILE* out, const char* f, ...) {
+  if (out == nullptr) return;
+  va_list args;
+  va_start(args, f);
+  std::vfprintf(out, f, args);
+  va_end(args);
+  std::fflush(out);
+}
+
+// --ddp: this process's place in the job.
+struct Rank {
+  std::shared_ptr<ember::parallel::ProcessGroup> group;  // null without --ddp
+  int rank = 0;
+  int world = 1;
+  int local_world = 1;
+  int64_t timeout_ms = 0;
+  bool is_main() const { return rank == 0; }
+  /// Sums `values` over the ranks (a copy of them without --ddp).
+  std::vector<double> sum(std::vector<double> values) const {
+    if (!group || world == 1) return values;
+    Tensor t = ember::from_vector(values);
+    group->all_reduce(t, ember::parallel::ReduceOp::SUM)->wait(timeout_ms);
+    const double* p = t.data_ptr<double>();
+    return std::vector<double>(p, p + values.size());
+  }
+  void barrier() const {
+    if (group && world > 1) group->barrier()->wait(timeout_ms);
+  }
+};
+
+std::string pick_backend(const Options& o, const ember::parallel::DistributedEnv& env) {
+  if (!o.backend.empty()) return o.backend;
+  if (env.under_mpirun) return "mpi";
+  return ember::cuda_device_count() > 0 ? "nccl" : "tcp";
+}
+
+Rank join_job(const Options& o, std::FILE* out) {
+  Rank r;
+  if (!o.ddp) return r;
+  const auto env = ember::parallel::read_distributed_env();
+  EMBER_CHECK_T(ember::ValueError, env.rank && env.world_size,
+                "rnn_dp: --ddp needs a launcher: run it under `ember-run --nproc-per-node N` or `mpirun -np N` "
+                "(or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)");
+  const std::string backend = pick_backend(o, env);
+  ember::parallel::InitOptions io;
+  io.timeout_ms = o.timeout_s * 1000;
+  r.group = ember::parallel::init_process_group(backend, io);
+  r.rank = r.group->rank();
+  r.world = r.group->size();
+  r.local_world = env.local_world_size.value_or(1);
+  r.timeout_ms = io.timeout_ms;
+  // Every rank says who it is (ember-run prefixes the line with the rank): a test or an
+  // operator can find the process of a given rank.
+  std::fprintf(out, "rnn_dp: rank %d of %d (local rank %d, pid %d), %s backend%s\n", r.rank, r.world,
+               env.local_rank.value_or(0), static_cast<int>(::getpid()), backend.c_str(),
+               env.restart_count ? (", restart " + std::to_string(env.restart_count)).c_str() : "");
+  std::fflush(out);
+  return r;
+}
+
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), f, v);
@@ -79,8 +161,9 @@ std::string fmt(const char* f, double v) {
 }
 
 // What a checkpoint must agree on with this run for --resume to continue the same run.
-std::map<std::string, std::string> run_identity(const Options& o) {
+std::map<std::string, std::string> run_identity(const Options& o, const Rank& job) {
   return {{"seed", std::to_string(o.seed)},
+          {"ddp_world_size", o.ddp ? std::to_string(job.world) : "none"},
           {"batch_size", std::to_string(o.batch_size)},
           {"batch_first", o.batch_first ? "true" : "false"},
           {"limit", o.limit ? std::to_string(*o.limit) : "none"},
@@ -95,15 +178,16 @@ std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.s
 
 // Loads <dir>/last.safetensors into model and optimizer; returns the epoch it ended, or 0 when
 // there is none. Throws when it belongs to a different run.
-int resume_from(const Options& o, WordLangModel& model, ember::optim::Optimizer& optimizer, std::FILE* out) {
+int resume_from(const Options& o, const Rank& job, WordLangModel& model, ember::optim::Optimizer& optimizer,
+                std::FILE* out) {
   const std::string path = last_checkpoint_path(o.checkpoint_dir);
   if (!std::filesystem::exists(path)) {
-    std::fprintf(out, "rnn_dp: --resume: no checkpoint at %s, starting from epoch 1\n", path.c_str());
+    say(out, "rnn_dp: --resume: no checkpoint at %s, starting from epoch 1\n", path.c_str());
     return 0;
   }
   std::map<std::string, std::string> extra;
   ember::nn::load_checkpoint(path, model, &optimizer, &extra);
-  for (const auto& [key, value] : run_identity(o)) {
+  for (const auto& [key, value] : run_identity(o, job)) {
     auto it = extra.find(key);
     EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "rnn_dp: --resume: ", path,
                   " was written by a run with ", key, "=", it == extra.end() ? "<absent>" : it->second,
@@ -112,14 +196,14 @@ int resume_from(const Options& o, WordLangModel& model, ember::optim::Optimizer&
   auto it = extra.find("epoch");
   EMBER_CHECK_T(ember::ValueError, it != extra.end(), "rnn_dp: --resume: ", path, " has no epoch entry");
   const int epoch = std::stoi(it->second);
-  std::fprintf(out, "rnn_dp: resumed from %s (epoch %d done)\n", path.c_str(), epoch);
+  say(out, "rnn_dp: resumed from %s (epoch %d done)\n", path.c_str(), epoch);
   return epoch;
 }
 
-void save_epoch(const Options& o, const WordLangModel& model, const ember::optim::Optimizer& optimizer, int epoch,
-                const EpochResult& r) {
+void save_epoch(const Options& o, const Rank& job, const WordLangModel& model, const ember::optim::Optimizer& optimizer,
+                int epoch, const EpochResult& r) {
   std::filesystem::create_directories(o.checkpoint_dir);
-  auto extra = run_identity(o);
+  auto extra = run_identity(o, job);
   extra["epoch"] = std::to_string(epoch);
   extra["loss"] = fmt("%.17g", r.loss);
   extra["test_acc"] = fmt("%.17g", r.test_acc);
@@ -127,8 +211,8 @@ void save_epoch(const Options& o, const WordLangModel& model, const ember::optim
   ember::nn::save_checkpoint(last_checkpoint_path(o.checkpoint_dir), model, &optimizer, extra);
 }
 
-void append_metrics(const Options& o, const EpochResult& r, const std::vector<Device>& devices, int threads,
-                    double eval_s, size_t train_words, size_t test_words) {
+void append_metrics(const Options& o, const Rank& job, const EpochResult& r, const std::vector<Device>& devices,
+                    int threads, double eval_s, size_t train_words, size_t test_words) {
   const std::filesystem::path p(o.metrics_path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::vector<std::string> devs;
@@ -142,7 +226,8 @@ void append_metrics(const Options& o, const EpochResult& r, const std::vector<De
                       {"train_words", train_words},
                       {"test_words", test_words},
                       {"devices", devs},
-                      {"data_parallel", !o.single_device && devices.size() > 1},
+                      {"data_parallel", !o.ddp && !o.single_device && devices.size() > 1},
+                      {"ddp_world_size", o.ddp ? job.world : 0},
                       {"workers", o.workers},
                       {"threads_per_device", threads},
                       {"batch_size", o.batch_size},
@@ -181,17 +266,32 @@ int64_t count_parameters(const ember::nn::Module& m) {
 }  // namespace
 
 std::vector<EpochResult> train(const Options& o, std::FILE* out) {
-  // ---- devices and threads -------------------------------------------------------------------
-  std::vector<Device> devices = o.devices.empty() ? ember::parallel::default_data_parallel_devices() : o.devices;
-  if (o.single_device) devices.resize(1);
+  // ---- the job (--ddp), devices and threads --------------------------------------------------
+  const Rank job = join_job(o, out);
+  std::FILE* info = job.is_main() ? out : nullptr;  // only rank 0 reports (see Note [DDP mode])
+  std::vector<Device> devices;
+  if (o.ddp) {
+    const int gpus = ember::cuda_device_count();
+    const int local_rank = ember::parallel::read_distributed_env().local_rank.value_or(0);
+    devices = {gpus > 0 ? Device::cuda(local_rank % gpus) : Device::cpu(0)};
+  } else {
+    devices = o.devices.empty() ? ember::parallel::default_data_parallel_devices() : o.devices;
+    if (o.single_device) devices.resize(1);
+  }
   const bool data_parallel = devices.size() > 1;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = o.threads > 0 ? o.threads : std::max(1, cores / static_cast<int>(devices.size()));
+  // Under --ddp the ranks on this node share its cores.
+  const int per_core_share = o.ddp ? job.local_world : static_cast<int>(devices.size());
+  const int threads = o.threads > 0 ? o.threads : std::max(1, cores / per_core_share);
   // One process-wide intra-op pool: with DataParallel each replica thread drives it when it is
   // free and runs inline otherwise (see Note [Thread pool concurrency]), so 1 thread per device
   // means every replica computes on its own thread only.
   ember::set_num_threads(threads);
   const Device device0 = devices[0];
+  EMBER_CHECK_T(ember::ValueError, o.batch_size % job.world == 0, "rnn_dp: --batch-size ", o.batch_size,
+                " is the global batch; under --ddp it must divide evenly over the ", job.world,
+                " ranks (each rank takes batch/world)");
+  const int64_t rank_batch = o.batch_size / job.world;
 
   // ---- data ------------------------------------------------------------------------------------
   WordLangSplits splits = load_wordlang(o.dict_dir, o.limit);
@@ -200,20 +300,21 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     EMBER_CHECK(n_train == kFullTrainWords && n_test == kFullTestWords, "rnn_dp: the recipe gave ", n_train,
                 " training and ", n_test, " test words; expected ", kFullTrainWords, " and ", kFullTestWords);
   }
-  std::fprintf(out, "rnn_dp: data train=%zu test=%zu (%zu languages from %s%s)\n", n_train, n_test,
-               kLanguages.size(), o.dict_dir.c_str(),
-               o.limit ? (", --limit " + std::to_string(*o.limit)).c_str() : "");
+  say(info, "rnn_dp: data train=%zu test=%zu (%zu languages from %s%s)\n", n_train, n_test, kLanguages.size(),
+      o.dict_dir.c_str(), o.limit ? (", --limit " + std::to_string(*o.limit)).c_str() : "");
 
   const WordBatchCollate collate(o.batch_first);
   auto train_set = std::make_shared<WordLangDataset>(std::move(splits.train), o.augment_p);
   WordLangDataset test_set(std::move(splits.test));
   const std::vector<WordBatch> test_batches = collate_all(test_set, collate, o.eval_batch_size);
 
-  auto sampler = std::make_shared<ember::data::DistributedSampler>(n_train, 1, 0, /*shuffle=*/true, o.seed);
-  auto loader_generator = std::make_shared<ember::Generator>(o.seed);
+  auto sampler = std::make_shared<ember::data::DistributedSampler>(n_train, static_cast<size_t>(job.world),
+                                                                   static_cast<size_t>(job.rank), /*shuffle=*/true,
+                                                                   o.seed);
+  auto loader_generator = std::make_shared<ember::Generator>(o.seed + static_cast<uint64_t>(job.rank));
   Loader loader(train_set,
                 ember::data::DataLoaderOptions{
-                    .batch_size = static_cast<size_t>(o.batch_size),
+                    .batch_size = static_cast<size_t>(rank_batch),
                     .sampler = sampler,
                     .num_workers = o.workers,
                     .worker_init_fn =
@@ -238,10 +339,26 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   model->to(device0);
   ember::optim::Adam optimizer(model->parameters(), ember::optim::AdamOptions(o.lr));
 
+  int start_epoch = 1;
+  if (o.resume) start_epoch = resume_from(o, job, *model, optimizer, info) + 1;
+
   const int64_t batch_dim = o.batch_first ? 0 : 1;
-  Encoder encode;
+  std::function<Tensor(const Tensor&, const Tensor&)> train_logits;  // the training step's forward
   std::shared_ptr<ember::parallel::DataParallel<WordEncoder>> dp;
-  if (data_parallel) {
+  std::shared_ptr<ember::parallel::DistributedDataParallel<WordLangModel>> ddp;
+  auto on_device0 = [device0](const Tensor& t) { return t.device() == device0 ? t : ember::to(t, device0); };
+  // The whole model on device0 (evaluation, and training without DataParallel).
+  auto local_logits = [&](const Tensor& padded, const Tensor& lengths) {
+    return model->forward(on_device0(padded), lengths);  // lengths stay on the host, as PyTorch's
+  };
+  if (o.ddp) {
+    ember::parallel::DistributedDataParallelOptions ddpo;
+    ddpo.timeout_ms = job.timeout_ms;
+    ddp = std::make_shared<ember::parallel::DistributedDataParallel<WordLangModel>>(model, job.group, ddpo);
+    train_logits = [&](const Tensor& padded, const Tensor& lengths) {
+      return (*ddp)(on_device0(padded), lengths);
+    };
+  } else if (data_parallel) {
     // Output [B, T, H] gathered on dim 0, or [T, B, H] on dim 1; the input scattered along its
     // batch dim and the lengths [B] along dim 0 (the FAQ's batch_first=False case is {1, 0}).
     ember::parallel::DataParallelOptions dpo;
@@ -250,57 +367,56 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     dpo.dim = batch_dim;
     dpo.scatter_dims = {batch_dim, 0};
     dp = std::make_shared<ember::parallel::DataParallel<WordEncoder>>(model->encoder, dpo);
-    encode = [&dp](const Tensor& padded, const Tensor& lengths) { return dp->forward(padded, lengths); };
-  } else {
-    encode = [&model, device0](const Tensor& padded, const Tensor& lengths) {
-      return model->encoder->forward(padded.device() == device0 ? padded : ember::to(padded, device0), lengths);
+    train_logits = [&](const Tensor& padded, const Tensor& lengths) {
+      return model->classify(dp->forward(padded, lengths), lengths);
     };
-  }
-  auto logits_of = [&](const Tensor& padded, const Tensor& lengths) {
-    return model->classify(encode(padded, lengths), lengths);
-  };
-
-  int start_epoch = 1;
-  if (o.resume) start_epoch = resume_from(o, *model, optimizer, out) + 1;
-
-  std::fprintf(out,
-               "rnn_dp: Embedding(%lld, %lld, padding_idx=0) -> LSTM(%lld, %lld) over packed sequences -> mean -> "
-               "Linear(%lld, %lld): %lld parameters\n",
-               static_cast<long long>(mc.vocab_size), static_cast<long long>(mc.embedding_dim),
-               static_cast<long long>(mc.embedding_dim), static_cast<long long>(mc.hidden_size),
-               static_cast<long long>(mc.hidden_size), static_cast<long long>(mc.num_classes),
-               static_cast<long long>(count_parameters(*model)));
-  if (data_parallel) {
-    std::fprintf(out, "rnn_dp: DataParallel over %s: input scattered on dim %lld, lengths on dim 0, output "
-                 "gathered on dim %lld%s\n",
-                 join_devices(devices).c_str(), static_cast<long long>(batch_dim), static_cast<long long>(batch_dim),
-                 o.total_length ? "" : " (no total_length: expect the FAQ's failure)");
   } else {
-    std::fprintf(out, "rnn_dp: single device %s\n", device0.str().c_str());
+    train_logits = local_logits;
   }
-  std::fprintf(out, "rnn_dp: batch %lld, Adam lr %g, seed %llu, %d DataLoader workers, %d thread%s per device, "
-               "batch_first=%s\n",
-               static_cast<long long>(o.batch_size), o.lr, static_cast<unsigned long long>(o.seed), o.workers, threads,
-               threads == 1 ? "" : "s", o.batch_first ? "true" : "false");
-  std::fflush(out);
+  // DataParallel also runs the test pass over the devices; under --ddp each rank evaluates its
+  // share of the test batches on its own device.
+  auto eval_logits = data_parallel ? train_logits : std::function<Tensor(const Tensor&, const Tensor&)>(local_logits);
+
+  say(info,
+      "rnn_dp: Embedding(%lld, %lld, padding_idx=0) -> LSTM(%lld, %lld) over packed sequences -> mean -> "
+      "Linear(%lld, %lld): %lld parameters\n",
+      static_cast<long long>(mc.vocab_size), static_cast<long long>(mc.embedding_dim),
+      static_cast<long long>(mc.embedding_dim), static_cast<long long>(mc.hidden_size),
+      static_cast<long long>(mc.hidden_size), static_cast<long long>(mc.num_classes),
+      static_cast<long long>(count_parameters(*model)));
+  if (o.ddp) {
+    say(info, "rnn_dp: DistributedDataParallel over %d ranks (%s backend), each on %s with a batch of %lld\n",
+        job.world, job.group->backend_name().c_str(), device0.str().c_str(), static_cast<long long>(rank_batch));
+  } else if (data_parallel) {
+    say(info, "rnn_dp: DataParallel over %s: input scattered on dim %lld, lengths on dim 0, output gathered on dim "
+        "%lld%s\n",
+        join_devices(devices).c_str(), static_cast<long long>(batch_dim), static_cast<long long>(batch_dim),
+        o.total_length ? "" : " (no total_length: expect the FAQ's failure)");
+  } else {
+    say(info, "rnn_dp: single device %s\n", device0.str().c_str());
+  }
+  say(info, "rnn_dp: batch %lld, Adam lr %g, seed %llu, %d DataLoader workers, %d thread%s per %s, batch_first=%s\n",
+      static_cast<long long>(o.batch_size), o.lr, static_cast<unsigned long long>(o.seed), o.workers, threads,
+      threads == 1 ? "" : "s", o.ddp ? "rank" : "device", o.batch_first ? "true" : "false");
 
   std::vector<EpochResult> results;
   for (int epoch = start_epoch; epoch <= o.epochs; ++epoch) {
     // See Note [Deterministic runs].
     sampler->set_epoch(static_cast<uint64_t>(epoch - 1));
-    loader_generator->manual_seed(epoch_seed(o.seed, epoch));
-    train_set->seed_rng(epoch_seed(o.seed, epoch));
+    loader_generator->manual_seed(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
+    train_set->seed_rng(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
 
     model->train();
     EpochResult r;
     r.epoch = epoch;
     double loss_sum = 0.0;
     size_t seen = 0;
-    ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), n_train, o.progress);
+    ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), sampler->size(),
+                    job.is_main() ? o.progress : ProgressMode::None);
     const auto t0 = Clock::now();
     for (auto& [padded, lengths, labels] : loader) {
       optimizer.zero_grad();
-      const Tensor logits = logits_of(padded, lengths);
+      const Tensor logits = train_logits(padded, lengths);
       const Tensor loss = ember::nn::F::cross_entropy(
           logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
       loss.backward();
@@ -312,35 +428,42 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     }
     r.epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
     bar.finish();
-    r.loss = seen ? loss_sum / static_cast<double>(seen) : 0.0;
-    r.samples_per_s = r.epoch_s > 0 ? static_cast<double>(seen) / r.epoch_s : 0.0;
 
     const auto e0 = Clock::now();
     model->eval();
     int64_t correct = 0;
     {
       ember::NoGradGuard no_grad;
-      for (const auto& [padded, lengths, labels] : test_batches) {
-        const Tensor logits = logits_of(padded, lengths);
+      for (size_t i = static_cast<size_t>(job.rank); i < test_batches.size(); i += static_cast<size_t>(job.world)) {
+        const auto& [padded, lengths, labels] = test_batches[i];
+        const Tensor logits = eval_logits(padded, lengths);
         const Tensor pred = ember::argmax(logits, 1);
         const Tensor y = labels.device() == pred.device() ? labels : ember::to(labels, pred.device());
         correct += static_cast<int64_t>(ember::sum(ember::to(ember::eq(pred, y), ember::kInt64)).item());
       }
     }
-    r.test_acc = n_test ? static_cast<double>(correct) / static_cast<double>(n_test) : 0.0;
+    // The whole job's figures: sums over the ranks.
+    const std::vector<double> totals =
+        job.sum({loss_sum, static_cast<double>(seen), static_cast<double>(correct)});
+    const double all_seen = totals[1];
+    r.loss = all_seen > 0 ? totals[0] / all_seen : 0.0;
+    r.samples_per_s = r.epoch_s > 0 ? all_seen / r.epoch_s : 0.0;
+    r.test_acc = n_test ? totals[2] / static_cast<double>(n_test) : 0.0;
     const double eval_s = std::chrono::duration<double>(Clock::now() - e0).count();
 
-    save_epoch(o, *model, optimizer, epoch, r);
-    append_metrics(o, r, devices, threads, eval_s, n_train, n_test);
-    std::fprintf(out, "epoch=%d loss=%.4f test_acc=%.4f epoch_s=%.2f samples_per_s=%.0f\n", r.epoch, r.loss,
-                 r.test_acc, r.epoch_s, r.samples_per_s);
-    std::fflush(out);
+    if (job.is_main()) {
+      save_epoch(o, job, *model, optimizer, epoch, r);
+      append_metrics(o, job, r, devices, threads, eval_s, n_train, n_test);
+    }
+    job.barrier();  // every rank goes on only once the checkpoint is on disk
+    say(info, "epoch=%d loss=%.4f test_acc=%.4f epoch_s=%.2f samples_per_s=%.0f\n", r.epoch, r.loss, r.test_acc,
+        r.epoch_s, r.samples_per_s);
     results.push_back(r);
   }
   if (start_epoch > o.epochs) {
-    std::fprintf(out, "rnn_dp: nothing to do: the checkpoint already has %d of --epochs %d\n", start_epoch - 1,
-                 o.epochs);
+    say(info, "rnn_dp: nothing to do: the checkpoint already has %d of --epochs %d\n", start_epoch - 1, o.epochs);
   }
+  job.barrier();  // rank 0 may host the store: nobody leaves before everyone is done with it
   return results;
 }
 

@@ -1,4 +1,5 @@
-// The training run of examples/rnn_dp: data, model, DataParallel (or one device), DataLoader
+// The training run of examples/rnn_dp: data, model, DataParallel (or one device, or with --ddp
+// one rank of a DistributedDataParallel job: see Note [DDP mode] in train.cpp), DataLoader
 // with forked workers, Adam, a progress bar per epoch, one result line per epoch on `out`,
 // metrics appended as JSON lines, a checkpoint per epoch and bit-exact --resume.
 // See Note [Deterministic runs] in train.cpp. One run per process at a time (it sets the

@@ -21,60 +21,19 @@
 
 #include "core/serialization.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
+#include "tests/examples/rnn_dp_test_util.h"
 
 namespace {
 
+using rnn_dp_test::expect_same_parameters;
+using rnn_dp_test::have_word_lists;
+using rnn_dp_test::kDictDir;
+using rnn_dp_test::read_metrics;
+using rnn_dp_test::run_command;
+using rnn_dp_test::RunResult;
 namespace fs = std::filesystem;
 
-const char* kDictDir = "/usr/share/dict";
-
-bool have_word_lists() {
-  for (const auto& lang : rnn_dp::kLanguages) {
-    if (!fs::exists(fs::path(kDictDir) / lang.file)) return false;
-  }
-  return true;
-}
-
-#define SKIP_WITHOUT_WORD_LISTS()                                                                       \
-  if (!have_word_lists()) GTEST_SKIP() << "the word lists are not installed in " << kDictDir           \
-                                       << " (scripts/setup.sh installs wamerican, wngerman, ...)"
-
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-RunResult run_rnn_dp(const std::string& args) {
-  const std::string cmd = std::string(RNN_DP_BINARY) + " " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  return r;
-}
-
-std::vector<nlohmann::json> read_metrics(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
-
-// The model parameters of a checkpoint ("model.<key>").
-std::map<std::string, ember::Tensor> model_tensors(const fs::path& path) {
-  std::map<std::string, ember::Tensor> out;
-  for (auto& [name, t] : ember::load_safetensors(path.string())) {
-    if (name.rfind("model.", 0) == 0) out.emplace(name, t);
-  }
-  return out;
-}
+RunResult run_rnn_dp(const std::string& args) { return run_command(std::string(RNN_DP_BINARY) + " " + args); }
 
 // One training run in its own directory: `dir`/metrics.jsonl and `dir`/ckpt.
 class TrainingRun {
@@ -123,75 +82,6 @@ class RnnDp : public ::testing::Test {
   static fs::path* root_;
 };
 fs::path* RnnDp::root_ = nullptr;
-
-void expect_same_parameters(const fs::path& a, const fs::path& b, double tol) {
-  auto ta = model_tensors(a), tb = model_tensors(b);
-  ASSERT_FALSE(ta.empty());
-  ASSERT_EQ(ta.size(), tb.size());
-  for (auto& [name, x] : ta) {
-    ASSERT_TRUE(tb.count(name)) << name;
-    const ember::Tensor& y = tb.at(name);
-    ASSERT_EQ(x.sizes(), y.sizes()) << name;
-    auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
-    double worst = 0;
-    for (size_t i = 0; i < vx.size(); ++i) worst = std::max(worst, std::abs(vx[i] - vy[i]));
-    EXPECT_LE(worst, tol) << name << ": largest difference " << worst;
-  }
-}
-
-TEST(WordLangRecipe, GivesTheIssuesCountsAndTokens) {
-  SKIP_WITHOUT_WORD_LISTS();
-  const rnn_dp::WordLangSplits s = rnn_dp::load_wordlang(kDictDir);
-  EXPECT_EQ(s.train.size(), rnn_dp::kFullTrainWords);
-  EXPECT_EQ(s.test.size(), rnn_dp::kFullTestWords);
-  std::array<size_t, rnn_dp::kLanguages.size()> train_per{}, test_per{};
-  for (const auto& w : s.train) ++train_per.at(static_cast<size_t>(w.label));
-  for (const auto& w : s.test) ++test_per.at(static_cast<size_t>(w.label));
-  for (size_t l = 0; l < rnn_dp::kLanguages.size(); ++l) {
-    EXPECT_EQ(train_per[l], 18000u) << rnn_dp::kLanguages[l].name;
-    EXPECT_EQ(test_per[l], 2000u) << rnn_dp::kLanguages[l].name;
-  }
-  for (const auto* split : {&s.train, &s.test}) {
-    for (const auto& w : *split) {
-      ASSERT_GE(w.bytes.size(), 2u) << w.bytes;
-      ASSERT_LE(w.bytes.size(), 24u) << w.bytes;
-      ASSERT_EQ(w.bytes.find('\''), std::string::npos) << w.bytes;
-    }
-  }
-  // Tokens are bytes + 1 (0 is padding), so multi-byte UTF-8 words give tokens above 128.
-  rnn_dp::WordLangDataset ds({{"Zürich", 1}});
-  auto [tokens, label] = ds.get(0);
-  EXPECT_EQ(label, 1);
-  const std::string z = "Zürich";
-  ASSERT_EQ(tokens.numel(), static_cast<int64_t>(z.size()));
-  auto v = tokens.to_vector<int64_t>();
-  for (size_t i = 0; i < z.size(); ++i) EXPECT_EQ(v[i], static_cast<unsigned char>(z[i]) + 1);
-
-  // --limit keeps the first N of each split per language.
-  const rnn_dp::WordLangSplits small = rnn_dp::load_wordlang(kDictDir, 5);
-  ASSERT_EQ(small.train.size(), 30u);
-  ASSERT_EQ(small.test.size(), 30u);
-  EXPECT_EQ(small.test[0].bytes, s.test[0].bytes);
-  EXPECT_EQ(small.train[4].bytes, s.train[4].bytes);
-  EXPECT_EQ(small.train[5].bytes, s.train[18000].bytes);  // first german training word
-}
-
-TEST(WordLangRecipe, MissingWordListNamesThePackageAndTheSetupScript) {
-  char tmpl[] = "/tmp/rnn_dp_nodict.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  try {
-    rnn_dp::load_wordlang(tmpl);
-    ADD_FAILURE() << "load_wordlang of an empty directory did not throw";
-  } catch (const ember::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("wamerican"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("scripts/setup.sh"), std::string::npos) << e.what();
-  }
-  // The binary turns it into a message and exit code 1, not a crash.
-  RunResult r = run_rnn_dp(std::string("--dict-dir ") + tmpl + " --epochs 1 --metrics " + tmpl + "/m.jsonl");
-  EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("wamerican"), std::string::npos) << r.output;
-  fs::remove_all(tmpl);
-}
 
 TEST_F(RnnDp, LossFalls) {
   SKIP_WITHOUT_WORD_LISTS();

@@ -1,0 +1,347 @@
+// examples/rnn_dp --ddp end to end: the real binary as 2 and 3 ranks under ember-run and as 2
+// ranks under mpirun follows the single-process run on the same global batch (see Note [DDP
+// mode] in examples/rnn_dp/train.cpp); only rank 0 prints and checkpoints; a rank killed
+// mid-training makes the other fail with DistributedError naming it; ember-run reports the
+// killed rank, restarts the group, and the restarted job resumes from the last checkpoint and
+// ends exactly where an uninterrupted job does.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/examples/rnn_dp_test_util.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using rnn_dp_test::expect_same_parameters;
+using rnn_dp_test::kDictDir;
+using rnn_dp_test::read_metrics;
+using rnn_dp_test::run_command;
+using rnn_dp_test::RunResult;
+
+// 384 training words (64 per language): with a global batch of 64 or 48 every batch is full on
+// every rank, which is what makes the ranks' averaged gradient the single process's (see Note
+// [DDP mode]). The kill tests use 6000 words so that an epoch lasts long enough to kill in.
+const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
+const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs 3 --timeout 60";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A process started with posix_spawn, its stdout and stderr in one log file.
+struct Child {
+  pid_t pid = -1;
+  fs::path log;
+};
+
+Child spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, const fs::path& log) {
+  std::vector<std::string> env_strings = extra_env;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp, args;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv_copy = argv;
+  for (auto& s : argv_copy) args.push_back(s.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  Child c;
+  c.log = log;
+  const int rc = posix_spawn(&c.pid, args[0], &fa, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  EXPECT_EQ(rc, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(rc);
+  if (rc != 0) c.pid = -1;
+  return c;
+}
+
+// Waits until the log matches `pattern` (returning the match's first group, or the whole
+// match) or `timeout` passes (nullopt).
+std::optional<std::string> wait_for(const fs::path& log, const std::regex& pattern, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    std::smatch m;
+    const std::string text = read_file(log);
+    if (std::regex_search(text, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::nullopt;
+}
+
+// The wait status of `pid` within `timeout`; nullopt (after killing it) when it did not end.
+std::optional<int> wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return std::nullopt;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return 0;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+class RnnDpDdp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rnn_dp_ddp_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr) << std::strerror(errno);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  // The arguments every run gets: its own metrics file and checkpoint directory under dir_.
+  std::string files(const std::string& name) const {
+    return "--dict-dir " + std::string(kDictDir) + " --metrics " + (dir_ / name / "metrics.jsonl").string() +
+           " --checkpoint-dir " + (dir_ / name / "ckpt").string();
+  }
+  fs::path last(const std::string& name) const { return dir_ / name / "ckpt" / "last.safetensors"; }
+  fs::path metrics(const std::string& name) const { return dir_ / name / "metrics.jsonl"; }
+  RunResult rnn_dp(const std::string& name, const std::string& args) const {
+    return run_command(std::string(RNN_DP_BINARY) + " " + files(name) + " " + args);
+  }
+  RunResult ember_run(int nproc, const std::string& name, const std::string& args) const {
+    return run_command(std::string(EMBER_RUN_BINARY) + " --nproc-per-node " + std::to_string(nproc) + " " +
+                       RNN_DP_BINARY + " --ddp " + files(name) + " " + args);
+  }
+  fs::path dir_;
+};
+
+// Only rank 0 reports; every rank announces itself once.
+void expect_rank0_reports(const std::string& out, int world, int epochs) {
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NE(out.find("rnn_dp: rank " + std::to_string(r) + " of " + std::to_string(world)), std::string::npos)
+        << out;
+  }
+  for (int e = 1; e <= epochs; ++e) {
+    EXPECT_NE(out.find("[rank 0]: epoch=" + std::to_string(e) + " "), std::string::npos) << out;
+  }
+  for (int r = 1; r < world; ++r) {
+    EXPECT_EQ(out.find("[rank " + std::to_string(r) + "]: epoch="), std::string::npos) << out;
+    EXPECT_EQ(out.find("[rank " + std::to_string(r) + "]: rnn_dp: data"), std::string::npos) << out;
+  }
+}
+
+TEST_F(RnnDpDdp, TwoAndThreeRanksUnderEmberRunFollowTheSingleProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const std::string batch = world == 2 ? "--batch-size 64" : "--batch-size 48";
+    const std::string ddp = "ddp" + std::to_string(world), single = "single" + std::to_string(world);
+    RunResult r = ember_run(world, ddp, kSmall + " --epochs 2 " + batch);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    expect_rank0_reports(r.output, world, 2);
+    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
+              std::string::npos)
+        << r.output;
+    RunResult s = rnn_dp(single, kSmall + " --epochs 2 --single-device " + batch);
+    ASSERT_EQ(s.exit_code, 0) << s.output;
+
+    auto a = read_metrics(metrics(ddp)), b = read_metrics(metrics(single));
+    ASSERT_EQ(a.size(), 2u) << "rank 0 alone writes one line per epoch";
+    ASSERT_EQ(b.size(), 2u);
+    for (int e = 0; e < 2; ++e) {
+      EXPECT_EQ(a[e]["ddp_world_size"].get<int>(), world);
+      EXPECT_FALSE(a[e]["data_parallel"].get<bool>());
+      EXPECT_NEAR(a[e]["loss"].get<double>(), b[e]["loss"].get<double>(), 1e-5) << "epoch " << e + 1;
+      EXPECT_NEAR(a[e]["test_acc"].get<double>(), b[e]["test_acc"].get<double>(), 1.0 / 384) << "epoch " << e + 1;
+    }
+    EXPECT_TRUE(fs::exists(dir_ / ddp / "ckpt" / "epoch-1.safetensors"));
+    expect_same_parameters(last(ddp), last(single), 1e-5);
+  }
+}
+
+TEST_F(RnnDpDdp, TwoRanksUnderMpirunFollowTheSingleProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+#ifndef RNN_DP_MPIRUN
+  GTEST_SKIP() << "built without MPI (EMBER_HAVE_MPI off): no mpi backend to test";
+#else
+  RunResult r = run_command(std::string(RNN_DP_MPIRUN) + " --allow-run-as-root --oversubscribe -np 2 " +
+                            RNN_DP_BINARY + " --ddp " + files("mpi") + " " + kSmall + " --epochs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("DistributedDataParallel over 2 ranks (mpi backend)"), std::string::npos) << r.output;
+  // mpirun does not prefix lines: count them instead. One epoch line each, from rank 0.
+  for (const char* line : {"epoch=1 ", "epoch=2 ", "rnn_dp: data "}) {
+    size_t n = 0;
+    for (size_t at = r.output.find(line); at != std::string::npos; at = r.output.find(line, at + 1)) ++n;
+    EXPECT_EQ(n, 1u) << line << "\n" << r.output;
+  }
+  RunResult s = rnn_dp("single", kSmall + " --epochs 2 --single-device");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  expect_same_parameters(last("mpi"), last("single"), 1e-5);
+#endif
+}
+
+TEST_F(RnnDpDdp, DdpErrorsAreClear) {
+  // Without a launcher's environment.
+  RunResult r = run_command("env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE " +
+                            std::string(RNN_DP_BINARY) + " --ddp " + files("nolauncher") + " " + kSmall);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("ember-run --nproc-per-node N"), std::string::npos) << r.output;
+  // A global batch that does not split over the ranks.
+  r = ember_run(3, "oddbatch", kSmall + " --batch-size 64");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--batch-size 64 is the global batch"), std::string::npos) << r.output;
+  // Flags that make no sense with --ddp.
+  r = run_command(std::string(RNN_DP_BINARY) + " --ddp --devices cpu:0,cpu:1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--ddp"), std::string::npos) << r.output;
+  r = run_command(std::string(RNN_DP_BINARY) + " --backend gloo --ddp");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected tcp, mpi or nccl, got 'gloo'"), std::string::npos) << r.output;
+}
+
+// Two ranks started by hand with torchrun's variables (no launcher to stop them): killing
+// rank 1 in epoch 2 makes rank 0's next all_reduce fail, and rank 0 exits 1 saying so.
+TEST_F(RnnDpDdp, KilledRankMakesTheOtherFailWithDistributedError) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  std::vector<std::string> args = {RNN_DP_BINARY, "--ddp"};
+  std::istringstream words(files("killed") + " " + kLong);
+  for (std::string w; words >> w;) args.push_back(w);
+  std::vector<Child> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(spawn(args,
+                          {"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
+                           "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+                          dir_ / ("rank" + std::to_string(r) + ".log")));
+    ASSERT_GT(ranks.back().pid, 0);
+  }
+  const auto epoch1 = wait_for(ranks[0].log, std::regex("epoch=1 "), std::chrono::seconds(120));
+  if (!epoch1) {
+    for (auto& c : ranks) wait_exit(c.pid, std::chrono::seconds(0));
+    FAIL() << "rank 0 never finished epoch 1:\n" << read_file(ranks[0].log) << read_file(ranks[1].log);
+  }
+  ASSERT_EQ(::kill(ranks[1].pid, SIGKILL), 0);
+  const auto killed = wait_exit(ranks[1].pid, std::chrono::seconds(10));
+  ASSERT_TRUE(killed && WIFSIGNALED(*killed));
+  const auto t0 = Clock::now();
+  const auto status = wait_exit(ranks[0].pid, std::chrono::seconds(90));
+  ASSERT_TRUE(status.has_value()) << "rank 0 hung after rank 1 died:\n" << read_file(ranks[0].log);
+  const std::string out = read_file(ranks[0].log);
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << out;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0) << "noticed only at the timeout";
+  EXPECT_NE(out.find("rnn_dp: error: DistributedError: "), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1"), std::string::npos) << out;
+  EXPECT_EQ(out.find("epoch=3 "), std::string::npos) << out;
+  // The checkpoint of epoch 1 is there to resume from.
+  EXPECT_TRUE(fs::exists(last("killed")));
+}
+
+// ember-run: rank 1 killed in epoch 2 is reported by rank and signal, the group restarts, and
+// with --resume the new group continues from the last checkpoint. Training is deterministic,
+// so it ends bit for bit where an uninterrupted job ends.
+TEST_F(RnnDpDdp, EmberRunReportsTheKilledRankAndTheRestartResumes) {
+  SKIP_WITHOUT_WORD_LISTS();
+  std::vector<std::string> args = {EMBER_RUN_BINARY, "--nproc-per-node", "2", "--max-restarts", "1", RNN_DP_BINARY,
+                                   "--ddp", "--resume"};
+  std::istringstream words(files("restarted") + " " + kLong);
+  for (std::string w; words >> w;) args.push_back(w);
+  Child run = spawn(args, {}, dir_ / "ember-run.log");
+  ASSERT_GT(run.pid, 0);
+  const auto pid1 = wait_for(run.log, std::regex(R"(rank 1 of 2 \(local rank 1, pid (\d+)\))"),
+                             std::chrono::seconds(60));
+  const auto epoch1 = wait_for(run.log, std::regex(R"(\[rank 0\]: epoch=1 )"), std::chrono::seconds(120));
+  if (!pid1 || !epoch1) {
+    wait_exit(run.pid, std::chrono::seconds(0));
+    FAIL() << "the job never finished epoch 1:\n" << read_file(run.log);
+  }
+  ASSERT_EQ(::kill(std::stoi(*pid1), SIGKILL), 0);
+  const auto status = wait_exit(run.pid, std::chrono::seconds(240));
+  const std::string out = read_file(run.log);
+  ASSERT_TRUE(status.has_value()) << "ember-run did not finish:\n" << out;
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
+  EXPECT_NE(out.find("ember-run: rank 1 (pid " + *pid1 + ") was killed by signal 9 (SIGKILL)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("ember-run: restarting the worker group (restart 1 of 1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 0 of 2 (local rank 0, pid "), std::string::npos) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(resumed from \S+ \(epoch (\d) done\))"))) << out;
+  const int resumed_after = std::stoi(m[1].str());
+  EXPECT_GE(resumed_after, 1) << out;
+  EXPECT_LE(resumed_after, 2) << out;
+  EXPECT_NE(out.find("[rank 0]: epoch=3 "), std::string::npos) << out;
+
+  // The same job without interruption ends with the same bytes in every tensor.
+  RunResult whole = ember_run(2, "whole", kLong);
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  auto a = ember::load_safetensors_map(last("whole").string());
+  auto b = ember::load_safetensors_map(last("restarted").string());
+  ASSERT_GT(a.size(), 3u);
+  ASSERT_EQ(a.size(), b.size());
+  for (auto& [name, x] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    ASSERT_EQ(x.nbytes(), b.at(name).nbytes()) << name;
+    EXPECT_EQ(std::memcmp(x.raw_data(), b.at(name).raw_data(), x.nbytes()), 0) << name << " differs";
+  }
+}
+
+// Without restarts ember-run exits with the killed rank's status (128 + 9).
+TEST_F(RnnDpDdp, EmberRunExitsWithTheKilledRanksStatus) {
+  SKIP_WITHOUT_WORD_LISTS();
+  std::vector<std::string> args = {EMBER_RUN_BINARY, "--nproc-per-node", "2", RNN_DP_BINARY, "--ddp"};
+  std::istringstream words(files("norestart") + " " + kLong);
+  for (std::string w; words >> w;) args.push_back(w);
+  Child run = spawn(args, {}, dir_ / "ember-run.log");
+  ASSERT_GT(run.pid, 0);
+  const auto pid1 = wait_for(run.log, std::regex(R"(rank 1 of 2 \(local rank 1, pid (\d+)\))"),
+                             std::chrono::seconds(60));
+  const auto epoch1 = wait_for(run.log, std::regex(R"(\[rank 0\]: epoch=1 )"), std::chrono::seconds(120));
+  if (!pid1 || !epoch1) {
+    wait_exit(run.pid, std::chrono::seconds(0));
+    FAIL() << "the job never finished epoch 1:\n" << read_file(run.log);
+  }
+  ASSERT_EQ(::kill(std::stoi(*pid1), SIGKILL), 0);
+  const auto status = wait_exit(run.pid, std::chrono::seconds(60));
+  const std::string out = read_file(run.log);
+  ASSERT_TRUE(status.has_value()) << out;
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 137) << out;
+  EXPECT_NE(out.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << out;
+  EXPECT_EQ(out.find("restarting"), std::string::npos) << out;
+}
+
+}  // namespace

@@ -1,0 +1,91 @@
+// What the rnn_dp tests share: whether the word lists are installed, running a command and
+// collecting its output, the metrics file, and comparing the model tensors of two checkpoints.
+#pragma once
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/serialization.h"
+#include "examples/rnn_dp/wordlang_dataset.h"
+
+namespace rnn_dp_test {
+
+inline const char* kDictDir = "/usr/share/dict";
+
+inline bool have_word_lists() {
+  for (const auto& lang : rnn_dp::kLanguages) {
+    if (!std::filesystem::exists(std::filesystem::path(kDictDir) / lang.file)) return false;
+  }
+  return true;
+}
+
+#define SKIP_WITHOUT_WORD_LISTS()                                                                         \
+  if (!rnn_dp_test::have_word_lists())                                                                    \
+  GTEST_SKIP() << "the word lists are not installed in " << rnn_dp_test::kDictDir                          \
+               << " (scripts/setup.sh installs wamerican, wngerman, ...)"
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+/// Runs `cmd` through the shell with stderr joined to stdout; exit code 128 + N for signal N.
+inline RunResult run_command(const std::string& cmd) {
+  RunResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return r;
+}
+
+inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+/// The model parameters of a checkpoint ("model.<key>").
+inline std::map<std::string, ember::Tensor> model_tensors(const std::filesystem::path& path) {
+  std::map<std::string, ember::Tensor> out;
+  for (auto& [name, t] : ember::load_safetensors(path.string())) {
+    if (name.rfind("model.", 0) == 0) out.emplace(name, t);
+  }
+  return out;
+}
+
+/// Every model tensor of checkpoint `a` equals `b`'s within `tol` (largest absolute difference).
+inline void expect_same_parameters(const std::filesystem::path& a, const std::filesystem::path& b, double tol) {
+  auto ta = model_tensors(a), tb = model_tensors(b);
+  ASSERT_FALSE(ta.empty()) << a;
+  ASSERT_EQ(ta.size(), tb.size());
+  for (auto& [name, x] : ta) {
+    ASSERT_TRUE(tb.count(name)) << name;
+    const ember::Tensor& y = tb.at(name);
+    ASSERT_EQ(x.sizes(), y.sizes()) << name;
+    auto vx = x.to_vector<double>(), vy = y.to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < vx.size(); ++i) worst = std::max(worst, std::abs(vx[i] - vy[i]));
+    EXPECT_LE(worst, tol) << name << ": largest difference " << worst;
+  }
+}
+
+}  // namespace rnn_dp_test

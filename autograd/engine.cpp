@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <iterator>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -18,9 +19,15 @@
 // Note [Engine threads]
 // Every device has one worker thread with a ready queue, started on first use. A node runs on
 // the worker of node->device() (the device of its forward outputs, i.e. of the gradient it
-// receives). Each backward call is a GraphTask: dependency counts and input buffers live there,
-// guarded by its mutex; `outstanding` counts queued + running nodes, and the caller sleeps until
-// it reaches zero. Within one queue, nodes with a higher sequence number (created later in
+// receives), except the nodes on the device of the first root when that is a CPU device: the
+// thread that called backward runs those itself (as PyTorch's engine runs CPU work on the
+// calling thread), from the GraphTask's own queue, and sleeps only while that queue is empty.
+// A single-device CPU backward thus never hands off to another thread: no wake-up latency,
+// and no second thread for the scheduler to place on a core another process is using (with
+// one rank per core under DDP a migrated worker costs several percent of the step). Each
+// backward call is a GraphTask: dependency counts and input buffers live there, guarded by
+// its mutex; `outstanding` counts queued + running nodes, and the caller returns once it
+// reaches zero. Within one queue, nodes with a higher sequence number (created later in
 // forward) run first. A backward started on a worker thread (reentrant, e.g. from a custom
 // Function's backward) runs its GraphTask inline on that thread so it cannot deadlock waiting
 // for itself. After fork() the child starts with no workers and creates them again on demand.
@@ -40,6 +47,10 @@ struct GraphTask {
   bool keep_graph = false;
   bool inline_mode = false;
   std::deque<NodeTask>* inline_queue = nullptr;
+  // The calling thread's device (see Note [Engine threads]) and its ready nodes; both guarded
+  // by mu. caller_device < 0: every node goes to its device's worker.
+  int caller_device = -1;
+  std::vector<NodeTask>* caller_queue = nullptr;
   // grad(): edges whose incoming gradient is captured, by (node, input_nr)
   std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture;
   TensorList* captured = nullptr;
@@ -50,12 +61,21 @@ struct NodeTask {
   std::shared_ptr<GraphTask> task;
   std::shared_ptr<Node> node;
   TensorList inputs;
+  uint64_t priority = 0;  // set by schedule(): see Note [Ready order]
 };
 
+// Note [Ready order]
+// Of the nodes ready on a device, the one created last runs first (the deepest part of the
+// graph, as PyTorch's ready queue), except AccumulateGrad, which always runs before anything
+// else: it is cheap, and it is what fires a parameter's post-accumulate-grad hook, so running
+// it as soon as its gradient is complete lets DistributedDataParallel start reducing a bucket
+// while the rest of backward still computes. Without that a parameter whose AccumulateGrad
+// was reached early in the walk (a Linear's bias, say) would wait for the whole depth-first
+// descent below its sibling edge, and with it every bucket after its own.
+constexpr uint64_t kAccumulatePriority = ~uint64_t{0};
+
 struct TaskOrder {
-  bool operator()(const NodeTask& a, const NodeTask& b) const {
-    return a.node->sequence_nr() < b.node->sequence_nr();
-  }
+  bool operator()(const NodeTask& a, const NodeTask& b) const { return a.priority < b.priority; }
 };
 
 struct ReadyQueue {
@@ -136,16 +156,36 @@ class Workers {
   ReadyQueue* queues_[2 * kMaxDevicesPerType] = {};  // guarded by mu_
 };
 
+// Pushes onto a stack run back to front (most recent first) keeping AccumulateGrad on top: it
+// goes to the back, the others below the AccumulateGrad tasks already there.
+void push_ready(std::vector<NodeTask>& stack, NodeTask&& t) {
+  auto pos = stack.end();
+  if (t.priority != kAccumulatePriority) {
+    while (pos != stack.begin() && std::prev(pos)->priority == kAccumulatePriority) --pos;
+  }
+  stack.insert(pos, std::move(t));
+}
+
 void schedule(const std::shared_ptr<GraphTask>& task, NodeTask&& t) {
-  // Caller holds task->mu.
+  // Caller holds task->mu. See Note [Ready order].
   ++task->outstanding;
+  const bool accumulate = dynamic_cast<const AccumulateGrad*>(t.node.get()) != nullptr;
+  t.priority = accumulate ? kAccumulatePriority : t.node->sequence_nr();
   if (task->inline_mode) {
-    task->inline_queue->push_back(std::move(t));
+    // Run front to back: AccumulateGrad goes to the front.
+    if (accumulate) {
+      task->inline_queue->push_front(std::move(t));
+    } else {
+      task->inline_queue->push_back(std::move(t));
+    }
     return;
   }
   Device d = t.node->device();
-  if (t_local && d.flat_index() == t_worker_device) {
-    t_local->push_back(std::move(t));
+  if (d.flat_index() == task->caller_device) {
+    push_ready(*task->caller_queue, std::move(t));
+    task->done_cv.notify_all();  // the caller may be asleep waiting for work
+  } else if (t_local && d.flat_index() == t_worker_device) {
+    push_ready(*t_local, std::move(t));
   } else {
     Workers::get().push(d, std::move(t));
   }
@@ -315,9 +355,20 @@ void execute(const std::vector<Edge>& roots, TensorList root_grads, bool keep_gr
   }
   Release release{task.get()};
   std::deque<NodeTask> local;
+  std::vector<NodeTask> caller_local;
   if (t_is_worker) {
     task->inline_mode = true;
     task->inline_queue = &local;
+  } else {
+    for (const Edge& r : roots) {
+      if (!r.valid()) continue;
+      const Device d = r.fn->device();
+      if (d.is_cpu()) {
+        task->caller_device = d.flat_index();
+        task->caller_queue = &caller_local;
+      }
+      break;
+    }
   }
   {
     std::lock_guard<std::mutex> lk(task->mu);
@@ -341,8 +392,18 @@ void execute(const std::vector<Edge>& roots, TensorList root_grads, bool keep_gr
       run_task(std::move(t));
     }
   } else {
+    // Run this thread's share (if any) as it becomes ready; return once nothing is left.
+    NoGradGuard no_grad;  // as on the workers
     std::unique_lock<std::mutex> lk(task->mu);
-    task->done_cv.wait(lk, [&] { return task->outstanding == 0; });
+    for (;;) {
+      task->done_cv.wait(lk, [&] { return task->outstanding == 0 || !caller_local.empty(); });
+      if (caller_local.empty()) break;
+      NodeTask t = std::move(caller_local.back());
+      caller_local.pop_back();
+      lk.unlock();
+      run_task(std::move(t));
+      lk.lock();
+    }
   }
   if (task->error) std::rethrow_exception(task->error);
 }

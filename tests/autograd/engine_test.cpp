@@ -273,8 +273,9 @@ TEST(Engine, GradientsFlowAcrossDevices) {
 }
 
 TEST(Engine, NodesRunOnTheirDeviceThreads) {
-  // Each node records which thread ran it; cpu:0 and cpu:1 nodes must use different threads,
-  // neither being the caller's.
+  // Each node records which thread ran it; cpu:0 and cpu:1 nodes must use different threads.
+  // The root is on cpu:1, so the caller runs cpu:1's nodes itself (Note [Engine threads]) and
+  // cpu:0's run on cpu:0's worker.
   std::mutex mu;
   std::map<std::string, std::set<std::thread::id>> threads;
   Tensor x = leaf({1, 2});
@@ -295,7 +296,59 @@ TEST(Engine, NodesRunOnTheirDeviceThreads) {
   ASSERT_EQ(threads["cpu1"].size(), 1u);
   EXPECT_NE(*threads["cpu0"].begin(), *threads["cpu1"].begin());
   EXPECT_NE(*threads["cpu0"].begin(), std::this_thread::get_id());
+  EXPECT_EQ(*threads["cpu1"].begin(), std::this_thread::get_id());
   EXPECT_EQ(vec(x.grad()), (std::vector<float>{6, 6}));
+}
+
+TEST(Engine, SingleDeviceCpuBackwardRunsOnTheCallingThread) {
+  std::set<std::thread::id> threads;
+  Tensor w = leaf({1, 2, 3});
+  Tensor h = mul(w, 2.0);
+  h.register_hook([&](const Tensor& g) {
+    threads.insert(std::this_thread::get_id());
+    return g;
+  });
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { threads.insert(std::this_thread::get_id()); });
+  sum(mul(h, h)).backward();
+  ASSERT_EQ(threads.size(), 1u);
+  EXPECT_EQ(*threads.begin(), std::this_thread::get_id());
+  EXPECT_EQ(vec(w.grad()), (std::vector<float>{8, 16, 24}));
+  // The calling thread's grad mode is what it was.
+  EXPECT_TRUE(autograd::GradMode::is_enabled());
+}
+
+TEST(Engine, AccumulateGradRunsAsSoonAsItsGradientIsComplete) {
+  // y = chain(w) + b with a long chain below w: b's gradient is complete right after the add's
+  // backward, and its AccumulateGrad (hence its post-accumulate hook, which DDP uses to start
+  // reducing) must run before the chain, whichever side of the add b is on. The graph lives on
+  // cpu:0, where the calling thread runs it, or on cpu:1, whose worker runs it (the root is
+  // moved to cpu:0).
+  for (bool b_first : {false, true}) {
+    for (const char* device : {"cpu:0", "cpu:1"}) {
+      SCOPED_TRACE(std::string(device) + (b_first ? ", b + chain" : ", chain + b"));
+      std::vector<std::string> order;
+      std::mutex mu;
+      auto note = [&](const std::string& what) {
+        std::lock_guard<std::mutex> lk(mu);
+        order.push_back(what);
+      };
+      const TensorOptions on = TensorOptions(kFloat32).device(Device(device));
+      Tensor w = full({3}, 2.0, on).requires_grad_(true);
+      Tensor b = full({3}, 0.5, on).requires_grad_(true);
+      std::vector<Tensor> chain{w};  // every link kept alive: a hook lives with its tensor
+      for (int i = 0; i < 20; ++i) chain.push_back(mul(chain.back(), 1.5));
+      chain[10].register_hook([&](const Tensor& g) {
+        note("chain");
+        return g;
+      });
+      Tensor y = b_first ? add(b, chain.back()) : add(chain.back(), b);
+      w.register_post_accumulate_grad_hook([&](const Tensor&) { note("w"); });
+      b.register_post_accumulate_grad_hook([&](const Tensor&) { note("b"); });
+      to(sum(y), Device("cpu:0")).backward();
+      EXPECT_EQ(order, (std::vector<std::string>{"b", "chain", "w"}));
+      EXPECT_EQ(vec(b.grad()), (std::vector<float>{1, 1, 1}));
+    }
+  }
 }
 
 TEST(Engine, ReplicasOnTwoDevicesRunConcurrently) {

@@ -247,3 +247,38 @@ TEST(Ddp, Bf16CompressionHookApproximatesTheAverage) {
     for (size_t j = 0; j < ref[i].size(); ++j) EXPECT_NEAR(grads[0][i][j], ref[i][j], 2e-2 * (1 + std::abs(ref[i][j])));
   }
 }
+
+// Buckets go out while backward still runs: with one parameter per bucket, the buckets of fc2
+// (the last layer, whose gradients come first) are launched before backward has reached fc1.
+// This holds only if every AccumulateGrad runs as soon as its gradient is complete (Note
+// [Ready order] in autograd/engine.cpp): a Linear's bias would otherwise wait for the whole
+// descent through fc1 and hold back every bucket after its own.
+TEST(Ddp, BucketsLaunchBeforeBackwardReachesTheFirstLayer) {
+  std::vector<std::vector<bool>> fc1_done_at_launch(2);
+  run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = make_net(dev, 7);
+    net->use_extra = false;
+    DistributedDataParallelOptions o;
+    o.bucket_cap_mb = 1e-6;  // every parameter its own bucket
+    o.find_unused_parameters = true;  // `extra` takes no part
+    DistributedDataParallel<Net> ddp(net, pg, o);
+    Tensor w1 = net->fc1->weight;
+    ddp.register_comm_hook([&, w1, r](parallel::ProcessGroup& g, parallel::GradBucket& bucket) {
+      fc1_done_at_launch[r].push_back(w1.grad().defined());
+      return parallel::CommHookResult{g.all_reduce(bucket.buffer), nullptr};
+    });
+    Tensor x = native::to(native::narrow(global_x(0, 8), 0, r * 4, 4), dev);
+    Tensor y = native::to(native::narrow(global_y(0, 8), 0, r * 4, 4), dev);
+    nn::functional::mse_loss(ddp(x), y).backward();
+  });
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const auto& v = fc1_done_at_launch[r];
+    ASSERT_GE(v.size(), 4u);  // extra's 2 (unused, launched at forward), fc2's 2, fc1's 2
+    // The buckets in reverse registration order: extra.bias, extra.weight, fc2.bias,
+    // fc2.weight, fc1.bias, fc1.weight. fc2's went out before fc1.weight had a gradient.
+    EXPECT_FALSE(v[2]) << "fc2.bias's bucket waited for fc1";
+    EXPECT_FALSE(v[3]) << "fc2.weight's bucket waited for fc1";
+  }
+}

@@ -27,6 +27,9 @@
 // (default 25, at least 20); EMBER_BENCH_DDP_BUCKET_CAP_MB the DDP bucket cap (default 25, as
 // DistributedDataParallelOptions; a `#` line lists the buckets); EMBER_BENCH_DDP_TIMEOUT_S bounds the whole run (default 600): the
 // group, store and DDP waits time out well before, and past it the parent kills the ranks.
+// Each rank is bound to its own CPU(s) as `ember-run --cpu-bind auto` (its default) and
+// mpirun's --bind-to core bind them (EMBER_BENCH_DDP_CPU_BIND=none: unbound; seen unbound
+// 0.949-0.950, bound 0.954-0.963); the one-process figure runs on rank 0, bound the same.
 // Children are always reaped; they die with the parent (PR_SET_PDEATHSIG).
 #include <poll.h>
 #include <signal.h>
@@ -45,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_affinity.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -140,7 +144,12 @@ std::vector<double> from_bytes(const std::vector<uint8_t>& b) {
 
 // One rank's whole run. Rank 0 hosts the store and writes its port to `port_fd`; rank 1
 // connects to `port`. Rank 0 prints the figures.
-int run_rank(int rank, int steps, double bucket_cap_mb, int port_fd, uint16_t port) {
+int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_fd, uint16_t port) {
+  // As ember-run's --cpu-bind auto: each rank on its own block of this process's CPUs.
+  if (cpu_bind) {
+    const std::vector<int> block = cpu_block(allowed_cpus(), rank, kWorld);
+    if (!block.empty()) bind_process_to_cpus(block);
+  }
   set_num_threads(1);
   parallel::TCPStoreOptions so;
   so.is_server = rank == 0;
@@ -229,6 +238,9 @@ int run_rank(int rank, int steps, double bucket_cap_mb, int port_fd, uint16_t po
     }
     std::printf("# %d timed steps after %d warm-up; bucket_cap_mb %.2f: %zu buckets (%s)\n", steps, kWarmup,
                 bucket_cap_mb, ddp.reducer().bucket_parameter_indices().size(), sizes.c_str());
+    std::printf("# ranks %s; rank 0 runs on CPUs %s (EMBER_BENCH_DDP_CPU_BIND=%s)\n",
+                cpu_bind ? "bound to their own CPUs, as ember-run --cpu-bind auto binds them" : "not bound",
+                cpu_list_string(allowed_cpus()).c_str(), cpu_bind ? "auto" : "none");
     std::fflush(stdout);
   }
   // Nobody leaves (and rank 0 takes the store server down) before both are done with the store.
@@ -237,13 +249,14 @@ int run_rank(int rank, int steps, double bucket_cap_mb, int port_fd, uint16_t po
 }
 
 // The rank process: never returns.
-[[noreturn]] void rank_main(int rank, int steps, double bucket_cap_mb, int port_fd, uint16_t port, pid_t parent) {
+[[noreturn]] void rank_main(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_fd, uint16_t port,
+                            pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(1);  // the parent died before prctl
   ::setsid();                             // its own autogroup (see the header comment)
   int code = 1;
   try {
-    code = run_rank(rank, steps, bucket_cap_mb, port_fd, port);
+    code = run_rank(rank, steps, bucket_cap_mb, cpu_bind, port_fd, port);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ember-bench-ddp: rank %d: %s\n", rank, e.what());
   }
@@ -315,6 +328,8 @@ int main() {
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   double bucket_cap_mb = 25.0;  // DistributedDataParallelOptions' (and PyTorch's) default
   if (const char* s = std::getenv("EMBER_BENCH_DDP_BUCKET_CAP_MB")) bucket_cap_mb = std::max(0.01, std::atof(s));
+  bool cpu_bind = true;  // as ember-run's default
+  if (const char* s = std::getenv("EMBER_BENCH_DDP_CPU_BIND")) cpu_bind = std::string(s) != "none";
   const double load_before = load_avg_1min();
   const pid_t self = ::getpid();
 
@@ -329,7 +344,7 @@ int main() {
   const pid_t r0 = ::fork();
   if (r0 == 0) {
     ::close(port_pipe[0]);
-    rank_main(0, steps, bucket_cap_mb, port_pipe[1], 0, self);
+    rank_main(0, steps, bucket_cap_mb, cpu_bind, port_pipe[1], 0, self);
   }
   ::close(port_pipe[1]);
   if (r0 < 0) {
@@ -345,7 +360,7 @@ int main() {
     return 1;
   }
   const pid_t r1 = ::fork();
-  if (r1 == 0) rank_main(1, steps, bucket_cap_mb, -1, port, self);
+  if (r1 == 0) rank_main(1, steps, bucket_cap_mb, cpu_bind, -1, port, self);
   if (r1 > 0) pids.push_back(r1);
   if (r1 < 0) std::fprintf(stderr, "ember-bench-ddp: fork(): %s\n", std::strerror(errno));
   // Without rank 1, rank 0 times out in the rendezvous and exits by itself.

@@ -15,6 +15,8 @@
 // The global config mutex is taken in the prepare handler so it is consistent in the child.
 #include "core/thread_pool.h"
 
+#include "core/cpu_affinity.h"
+
 #include <pthread.h>
 
 #include <algorithm>
@@ -188,8 +190,7 @@ int default_num_threads() {
                   "EMBER_NUM_THREADS must be an integer in [1, 4096], got '", env, "'");
     return static_cast<int>(n);
   }
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
+  return available_cpu_count();  // what this process may run on (ember-run binds ranks)
 }
 
 // Caller holds c.mu.

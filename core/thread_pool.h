@@ -10,7 +10,8 @@ namespace ember {
 
 /// Sets the number of threads kernels may use (>= 1); also sets OpenBLAS's thread count.
 void set_num_threads(int num_threads);
-/// Default: EMBER_NUM_THREADS if set, else the number of cores.
+/// Default: EMBER_NUM_THREADS if set, else the number of CPUs this process may run on
+/// (available_cpu_count(): its affinity mask, e.g. the block ember-run bound a rank to).
 int get_num_threads();
 
 /// Calls f(chunk_begin, chunk_end) over [begin, end), split into at most get_num_threads()

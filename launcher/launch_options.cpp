@@ -31,7 +31,7 @@ std::string usage_text() {
   return "usage: ember-run [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A "
          "--master-port P]\n"
          "                 [--max-restarts K] [--log-dir D] [--monitor-interval-ms MS]\n"
-         "                 [--stop-timeout-ms MS] program [args...]\n"
+         "                 [--stop-timeout-ms MS] [--cpu-bind auto|none] program [args...]\n"
          "\n"
          "Starts N worker processes of `program` on this node (rank = node_rank * N + local_rank),\n"
          "sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
@@ -40,7 +40,9 @@ std::string usage_text() {
          "prefixes every output line with \"[rank N]: \", and when a worker fails\n"
          "stops the others and restarts the group up to K times. Exits with the failing worker's\n"
          "code (128 + signal for a signal). With --nnodes > 1, export the same EMBER_STORE_TOKEN on\n"
-         "every node and give --master-port.\n";
+         "every node and give --master-port. --cpu-bind auto (the default, as mpirun's --bind-to core)\n"
+         "runs each local rank on its own block of the CPUs ember-run may use, when there are at least\n"
+         "as many as ranks; none leaves the workers unbound.\n";
 }
 
 LaunchOptions parse_launch_options(int argc, const char* const* argv) {
@@ -63,6 +65,10 @@ LaunchOptions parse_launch_options(int argc, const char* const* argv) {
       {"monitor-interval-ms",
        [&](auto& f, auto& v) { o.monitor_interval_ms = parse_int(f, v, 1, 3'600'000); }},
       {"stop-timeout-ms", [&](auto& f, auto& v) { o.stop_timeout_ms = parse_int(f, v, 0, 3'600'000); }},
+      {"cpu-bind", [&](auto& f, auto& v) {
+         if (v != "auto" && v != "none") throw UsageError("--" + f + " expects auto or none, got '" + v + "'");
+         o.cpu_bind = v == "auto";
+       }},
   };
   bool master_port_given = false;
   int i = 1;

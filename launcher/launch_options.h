@@ -20,6 +20,10 @@ struct LaunchOptions {
   std::string log_dir;  // empty: no log files
   int64_t monitor_interval_ms = 100;
   int64_t stop_timeout_ms = 5000;  // SIGTERM to SIGKILL grace when stopping workers
+  /// --cpu-bind auto: each local rank runs on its own block of the CPUs ember-run may use
+  /// (cpu_block in core/cpu_affinity.h), when there are at least as many CPUs as local ranks;
+  /// none: workers inherit ember-run's affinity.
+  bool cpu_bind = true;
   bool help = false;
   std::string program;
   std::vector<std::string> program_args;

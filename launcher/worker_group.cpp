@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,6 +11,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+
+#include "core/cpu_affinity.h"
 
 extern char** environ;
 
@@ -204,6 +207,16 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
   const pid_t parent = ::getpid();
   const sigset_t child_mask = signals_.original_mask();
 
+  // --cpu-bind auto: this local rank's block of CPUs, as a mask the child applies before exec.
+  cpu_set_t cpu_mask;
+  CPU_ZERO(&cpu_mask);
+  bool bind = false;
+  if (options_.cpu_bind) {
+    for (int c : cpu_block(allowed_cpus(), w.local_rank, options_.nproc_per_node)) {
+      CPU_SET(c, &cpu_mask);
+      bind = true;
+    }
+  }
   const pid_t pid = ::fork();
   if (pid < 0) throw LaunchError(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
@@ -221,6 +234,7 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
     ::close_range(static_cast<unsigned>(status_fd + 1), ~0u, 0);
     for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);  // SIGPIPE was ignored
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
+    if (bind) ::sched_setaffinity(0, sizeof cpu_mask, &cpu_mask);  // a refusal leaves it unbound
     ::execve(program_path_.c_str(), argv.data(), envp.data());
     const int err = errno;
     ssize_t ignored = ::write(status_fd, &err, sizeof err);

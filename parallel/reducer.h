@@ -40,6 +40,7 @@ CommHook fp16_compress_hook();
 CommHook bf16_compress_hook();
 
 struct ReducerOptions {
+  /// Ceiling on a bucket's bytes; small models get smaller buckets (Note [DDP buckets]).
   int64_t bucket_cap_bytes = 25ll * 1024 * 1024;
   int64_t first_bucket_cap_bytes = 1ll * 1024 * 1024;
   bool find_unused_parameters = false;
@@ -49,6 +50,9 @@ struct ReducerOptions {
 
 class Reducer {
  public:
+  /// A model with less than this many bucket caps of gradients is split into about this many
+  /// buckets (see Note [DDP buckets]).
+  static constexpr int64_t kMinBuckets = 4;
   /// `names[i]` names parameters[i] in error messages.
   Reducer(std::vector<Tensor> parameters, std::vector<std::string> names, std::shared_ptr<ProcessGroup> group,
           ReducerOptions options);

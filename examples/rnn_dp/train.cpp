@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/ops.h"
+#include "core/cpu_affinity.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/thread_pool.h"
@@ -279,10 +280,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     if (o.single_device) devices.resize(1);
   }
   const bool data_parallel = devices.size() > 1;
+  // Under --ddp the ranks on this node share its cores; ember-run (and mpirun) bind each rank
+  // to its own, which the affinity mask shows.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Under --ddp the ranks on this node share its cores.
   const int per_core_share = o.ddp ? job.local_world : static_cast<int>(devices.size());
-  const int threads = o.threads > 0 ? o.threads : std::max(1, cores / per_core_share);
+  const int threads = o.threads > 0 ? o.threads
+                                    : std::max(1, std::min(ember::available_cpu_count(), cores / per_core_share));
   // One process-wide intra-op pool: with DataParallel each replica thread drives it when it is
   // free and runs inline otherwise (see Note [Thread pool concurrency]), so 1 thread per device
   // means every replica computes on its own thread only.

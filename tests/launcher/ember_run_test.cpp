@@ -17,6 +17,9 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpu_affinity.h"
+#include "core/error.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -147,6 +150,44 @@ TEST_F(EmberRunTest, SetsTheEnvironmentForEachRankAndPrefixesOutput) {
   // Every line of the workers' output carries a prefix.
   std::istringstream lines(r.out);
   for (std::string l; std::getline(lines, l);) EXPECT_EQ(l.rfind("[rank ", 0), 0u) << l;
+}
+
+// --cpu-bind auto (the default) gives each local rank its own block of the CPUs ember-run may
+// use; with more ranks than CPUs, or --cpu-bind none, every worker keeps them all.
+TEST_F(EmberRunTest, BindsEachLocalRankToItsOwnCpus) {
+  const std::vector<int> cpus = ember::allowed_cpus();
+  const std::string all = ember::cpu_list_string(cpus);
+  for (int nproc : {1, 2, 3}) {
+    for (const char* bind : {"auto", "none"}) {
+      SCOPED_TRACE(std::to_string(nproc) + " ranks, --cpu-bind " + bind);
+      Outcome r = run(cat({"--nproc-per-node", std::to_string(nproc), "--cpu-bind", bind}, worker({"affinity"})));
+      ASSERT_TRUE(r.exited && r.code == 0) << Diagnose(r);
+      std::set<int> seen;
+      for (int rank = 0; rank < nproc; ++rank) {
+        const std::vector<int> block = ember::cpu_block(cpus, rank, nproc);
+        const bool bound = std::string(bind) == "auto" && !block.empty();
+        const std::string expected = bound ? ember::cpu_list_string(block) : all;
+        const std::string R = std::to_string(rank);
+        EXPECT_NE(r.out.find("[rank " + R + "]: AFFINITY RANK=" + R + " CPUS=" + expected + "\n"), std::string::npos)
+            << "expected CPUs " << expected << "\n" << Diagnose(r);
+        if (bound) {
+          for (int c : block) EXPECT_TRUE(seen.insert(c).second) << "CPU " << c << " given to two ranks";
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuBlock, SplitsTheCpusIntoDisjointBlocks) {
+  const std::vector<int> cpus{0, 1, 2, 3, 4, 6, 7};
+  EXPECT_EQ(ember::cpu_block(cpus, 0, 3), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(ember::cpu_block(cpus, 1, 3), (std::vector<int>{3, 4}));
+  EXPECT_EQ(ember::cpu_block(cpus, 2, 3), (std::vector<int>{6, 7}));
+  EXPECT_EQ(ember::cpu_block(cpus, 0, 1), cpus);
+  EXPECT_TRUE(ember::cpu_block({0, 1}, 2, 3).empty());
+  EXPECT_THROW(ember::cpu_block(cpus, 3, 3), ember::ValueError);
+  EXPECT_EQ(ember::cpu_list_string(cpus), "0-4,6-7");
+  EXPECT_EQ(ember::cpu_list_string({5}), "5");
 }
 
 TEST_F(EmberRunTest, LaterNodesOffsetRanksByNodeRank) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "core/cpu_affinity.h"
 #include "parallel/distributed/tcp_store.h"
 
 namespace {
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
     std::printf("second line\nno newline at end");
     std::fflush(stdout);
     std::fprintf(stderr, "to stderr\n");
+    return 0;
+  }
+  if (mode == "affinity") {  // the CPUs ember-run let this worker run on
+    std::printf("AFFINITY RANK=%s CPUS=%s\n", env("RANK").c_str(), ember::cpu_list_string(ember::allowed_cpus()).c_str());
     return 0;
   }
   if (mode == "store") {

@@ -15,6 +15,27 @@ thread_local bool t_skip_init = false;
 SkipInitGuard::SkipInitGuard() : prev_(t_skip_init) { t_skip_init = true; }
 SkipInitGuard::~SkipInitGuard() { t_skip_init = prev_; }
 bool SkipInitGuard::active() { return t_skip_init; }
+
+namespace {
+thread_local bool t_share_cpu_parameters = false;
+}
+ShareCpuParametersGuard::ShareCpuParametersGuard() : prev_(t_share_cpu_parameters) { t_share_cpu_parameters = true; }
+ShareCpuParametersGuard::~ShareCpuParametersGuard() { t_share_cpu_parameters = prev_; }
+bool ShareCpuParametersGuard::active() { return t_share_cpu_parameters; }
+
+Tensor alias_on_cpu_device(const Tensor& t, Device device) {
+  EMBER_INTERNAL_ASSERT(t.device().is_cpu() && device.is_cpu(), "alias_on_cpu_device: ", t.device(), " -> ", device);
+  const Storage& from = t.storage();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::from_external(from.data(), from.num_bytes(), device, [keep = from](void*) {});
+  impl->sizes = t.sizes();
+  impl->strides = t.impl()->strides;
+  impl->offset = t.impl()->offset;
+  impl->dtype = t.dtype();
+  impl->version = t.impl()->version;
+  impl->refresh();
+  return Tensor(std::move(impl));
+}
 }  // namespace detail
 
 namespace {
@@ -262,11 +283,18 @@ void Module::copy_values_from(const Module& other, std::optional<Device> device)
         mine[i].second = Tensor();
         continue;
       }
-      Tensor data = native::clone(native::to(src, device ? *device : src.device()));
+      const Device target = device ? *device : src.device();
+      Tensor data;
+      if (params && detail::ShareCpuParametersGuard::active() && target.is_cpu() && src.device().is_cpu()) {
+        data = detail::alias_on_cpu_device(src, target);  // see ShareCpuParametersGuard
+      } else {
+        data = target == src.device() ? native::clone(src) : native::to(src, target);  // one copy either way
+      }
       bool rg = params && src.requires_grad();
       Tensor& slot = mine[i].second;
       if (slot.defined()) {
         move_impl(slot, data);
+        if (data.impl()->version == src.impl()->version) slot.impl()->version = src.impl()->version;  // an alias
       } else {
         slot = data;
       }

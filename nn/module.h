@@ -108,6 +108,24 @@ class SkipInitGuard {
  private:
   bool prev_;
 };
+
+/// While alive in a thread, clone() to a CPU device of a module whose parameters are on a CPU
+/// device gives the clone parameters that share the original's memory (and version counter)
+/// instead of copies: CPU logical devices share one memory, and DataParallel's replicas only
+/// read their parameters. Buffers are still copied (a replica may write them).
+class ShareCpuParametersGuard {
+ public:
+  ShareCpuParametersGuard();
+  ~ShareCpuParametersGuard();
+  static bool active();
+
+ private:
+  bool prev_;
+};
+
+/// A tensor on CPU device `device` over the same memory as CPU tensor `t` (same sizes, strides,
+/// offset and version counter), with no autograd history. Keeps t's storage alive.
+Tensor alias_on_cpu_device(const Tensor& t, Device device);
 }  // namespace detail
 
 /// CRTP base giving Derived a clone(): copy-construct, rebuild registrations with reset()

@@ -20,6 +20,12 @@
 // Replica 0 is a copy too, even on the source device: reusing the original would make its
 // parameters leaves there and the others non-leaves, and a replica that writes a buffer
 // (e.g. running statistics) would write into the original module while others do not.
+// On CPU logical devices, which share one memory, the replicas' parameters are not copies but
+// aliases of the originals' memory and version counter (nn::detail::ShareCpuParametersGuard):
+// replicas only read them, an in-place change of an original between forward and backward is
+// still caught by the saved-tensor version check, and a step costs no parameter copies. The
+// gradients BroadcastBackward hands back from one CPU device to another are aliased the same
+// way (they are fresh tensors nobody else holds). Buffers are copied.
 
 namespace ember::parallel {
 
@@ -30,7 +36,11 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
   std::vector<std::shared_ptr<nn::Module>> replicas;
   replicas.reserve(devices.size());
   for (const Device& device : devices) {
-    std::shared_ptr<nn::Module> replica = module.clone(device);
+    std::shared_ptr<nn::Module> replica;
+    {
+      nn::detail::ShareCpuParametersGuard share;  // see Note [Replica parameters]
+      replica = module.clone(device);
+    }
     std::vector<Tensor> params = replica->parameters();
     EMBER_INTERNAL_ASSERT(params.size() == originals.size(), "replicate: the clone of ", module.name(), " has ",
                           params.size(), " parameters, the original ", originals.size());
@@ -56,7 +66,11 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
           "BroadcastBackward", [targets](autograd::FunctionNode& n, autograd::TensorList& g) {
             autograd::TensorList r(targets.size());
             for (size_t j = 0; j < targets.size() && j < g.size(); ++j) {
-              if (g[j].defined() && n.needs_input_grad(j)) r[j] = native::to(g[j], targets[j].device, targets[j].dtype);
+              if (!g[j].defined() || !n.needs_input_grad(j)) continue;
+              const Target& to = targets[j];
+              r[j] = g[j].device().is_cpu() && to.device.is_cpu() && g[j].dtype() == to.dtype
+                         ? nn::detail::alias_on_cpu_device(g[j], to.device)
+                         : native::to(g[j], to.device, to.dtype);
             }
             return r;
           });

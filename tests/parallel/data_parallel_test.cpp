@@ -358,7 +358,9 @@ TEST(ScatterArgs, VectorsAndTuplesOfTensorsAreSplit) {
 
 // ---- replicate / parallel_apply ------------------------------------------------------------------
 
-TEST_P(DataParallelOnDevices, ReplicasAreBroadcastCopiesWhoseGradientsSumIntoTheOriginal) {
+// On CPU logical devices a replica's parameters share the original's memory (Note [Replica
+// parameters]); its buffers are copies.
+TEST_P(DataParallelOnDevices, ReplicasAreBroadcastAliasesWhoseGradientsSumIntoTheOriginal) {
   auto m = std::make_shared<Mlp>(3, 4, 2);
   auto replicas = replicate(m, devices());
   ASSERT_EQ(replicas.size(), static_cast<size_t>(GetParam()));
@@ -374,7 +376,7 @@ TEST_P(DataParallelOnDevices, ReplicasAreBroadcastCopiesWhoseGradientsSumIntoThe
       EXPECT_TRUE(p.requires_grad());
       EXPECT_FALSE(p.is_leaf());
       EXPECT_EQ(p.grad_fn()->name(), "BroadcastBackward");
-      EXPECT_NE(p.raw_data(), originals[j].second.raw_data());
+      EXPECT_EQ(p.raw_data(), originals[j].second.raw_data()) << "a copy, not an alias";
       expect_near(p, originals[j].second, 0, params[j].first);
     }
     // The layers' own handles see the edited metadata (same TensorImpl).
@@ -383,6 +385,7 @@ TEST_P(DataParallelOnDevices, ReplicasAreBroadcastCopiesWhoseGradientsSumIntoThe
     ASSERT_EQ(bufs.size(), 2u);
     EXPECT_EQ(bufs[0].second.device(), Device::cpu(static_cast<int>(i)));
     expect_near(bufs[0].second, m->fc1->scale, 0, "buffer");
+    EXPECT_NE(bufs[0].second.raw_data(), m->fc1->scale.raw_data()) << "a replica may write its buffers";
   }
   // Every replica sees the same input: the original's gradient is n times the single one.
   Tensor x = seeded_randn({5, 3}, 7);
@@ -401,6 +404,28 @@ TEST_P(DataParallelOnDevices, ReplicasAreBroadcastCopiesWhoseGradientsSumIntoThe
   }
   for (auto& r : replicas) {
     for (auto& p : r->parameters()) EXPECT_FALSE(p.grad().defined());  // non-leaves keep no .grad
+  }
+}
+
+// The aliasing stays safe: changing an original parameter in place between a replica's forward
+// and its backward is reported, as it is without DataParallel (the alias shares the version
+// counter), and DataParallel's step leaves the original untouched.
+TEST(Replicate, InPlaceChangeOfTheOriginalBeforeBackwardIsReported) {
+  auto m = std::make_shared<Mlp>(3, 4, 2);
+  DataParallel<Mlp> dp(m, cpus(2));
+  Tensor x = seeded_randn({4, 3}, 9);
+  const std::vector<float> before = m->fc2->weight.to_vector<float>();
+  Tensor out = dp(x);
+  EXPECT_EQ(m->fc2->weight.to_vector<float>(), before);
+  {
+    NoGradGuard no_grad;
+    native::add_(m->fc2->weight, 1.0);  // as an optimizer step would (fc2's backward needs it)
+  }
+  try {
+    sum(out).backward();
+    FAIL() << "expected the saved-tensor version error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos) << e.what();
   }
 }
 

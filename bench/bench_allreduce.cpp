@@ -8,6 +8,9 @@
 //                                   cold memory): the traffic of a 2-rank 64 MiB all_reduce without
 //                                   its work, a reference for how fast loopback is right now
 //   <backend>_allreduce_<size>_busbw_gbps   bytes * 2(n-1)/n / time, median over repetitions
+//   tcp_socket_allreduce_64mib_*    the tcp backend with same_host_copy off: every byte through
+//                                   loopback TCP (the tcp figures above copy between the ranks'
+//                                   memory on one host, Note [Same-host all_reduce])
 //   <backend>_allreduce_64mib_cpu_ms        CPU time (user + system, both ranks together) per
 //                                   64 MiB all_reduce: what it costs, however loaded the host
 // GB/s are 10^9 bytes per second, as nccl-tests count. Each repetition starts after a barrier
@@ -33,6 +36,7 @@
 
 #include "core/config.h"
 #include "core/ops/factory.h"
+#include "core/ops/native.h"
 #include "parallel/distributed/file_store.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #if EMBER_HAVE_MPI
@@ -75,22 +79,32 @@ double cpu_seconds() {
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-void sweep(ProcessGroup& pg, const std::string& backend) {
+// Returns false (after saying so on stderr) when a result was wrong.
+bool sweep(ProcessGroup& pg, const std::string& backend, size_t min_bytes = g_min_bytes,
+           size_t max_bytes = g_max_bytes) {
   const int n = pg.size();
+  bool right = true;
   for (size_t bytes = 4 * kKiB; bytes <= 64 * kMiB; bytes *= 4) {
-    if (bytes < g_min_bytes || bytes > g_max_bytes) continue;
+    if (bytes < min_bytes || bytes > max_bytes) continue;
     const int64_t numel = static_cast<int64_t>(bytes / sizeof(float));
     Tensor t = ones({numel});
     for (int w = 0; w < 3; ++w) pg.all_reduce(t)->wait();
     std::vector<double> seconds;
     double cpu = 0;
     for (int r = 0; r < reps_for(bytes); ++r) {
+      native::fill_(t, 1.0);  // every repetition sums ones: each element must come out n
       pg.barrier()->wait();
       const double cpu_start = cpu_seconds();
       const auto start = Clock::now();
       pg.all_reduce(t)->wait();
       seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       cpu += cpu_seconds() - cpu_start;
+    }
+    const double lo = native::amin(t).item(), hi = native::amax(t).item();
+    if (lo != n || hi != n) {
+      std::fprintf(stderr, "%s all_reduce of %s: elements in [%g, %g], expected all %d\n", backend.c_str(),
+                   size_name(bytes).c_str(), lo, hi, n);
+      right = false;
     }
     Tensor cpu_all = scalar_tensor(cpu / reps_for(bytes), kFloat64);  // both ranks' CPU per op
     pg.all_reduce(cpu_all)->wait();
@@ -102,6 +116,7 @@ void sweep(ProcessGroup& pg, const std::string& backend) {
       std::fflush(stdout);
     }
   }
+  return right;
 }
 
 double memcpy_gbps() {
@@ -178,7 +193,8 @@ double loopback_bidir_gbps(size_t bytes) {
   return static_cast<double>(bytes) / median(seconds) / 1e9;
 }
 
-int run_tcp(const ProcessGroupTCPOptions& base) {
+// `name` prefixes the figures; sizes in [min_bytes, max_bytes].
+int run_tcp(const ProcessGroupTCPOptions& base, const std::string& name, size_t min_bytes, size_t max_bytes) {
   const std::string path = "/tmp/ember_bench_allreduce_" + std::to_string(::getpid());
   std::remove(path.c_str());
   std::fflush(stdout);
@@ -193,7 +209,7 @@ int run_tcp(const ProcessGroupTCPOptions& base) {
         o.host = "127.0.0.1";
         o.timeout_ms = 120'000;
         ProcessGroupTCP pg(store, rank, 2, o);
-        sweep(pg, "tcp");
+        if (!sweep(pg, name, min_bytes, max_bytes)) code = 1;
         pg.barrier()->wait();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "tcp rank %d: %s\n", rank, e.what());
@@ -217,9 +233,9 @@ int run_tcp(const ProcessGroupTCPOptions& base) {
 #if EMBER_HAVE_MPI
 int run_mpi_child() {
   auto pg = ProcessGroupMPI::create({});
-  sweep(*pg, "mpi");
+  const bool right = sweep(*pg, "mpi");
   pg->barrier()->wait();
-  return 0;
+  return right ? 0 : 1;
 }
 #endif
 
@@ -284,7 +300,13 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (only.empty() || only == "tcp") {
     if (g_max_bytes >= 64 * kMiB) std::printf("tcp_loopback_64mib_bidir_gbps %.3f GB/s\n", loopback_bidir_gbps(64 * kMiB));
-    rc |= run_tcp(tcp_options);
+    rc |= run_tcp(tcp_options, "tcp", g_min_bytes, g_max_bytes);
+    if (g_max_bytes >= 64 * kMiB) {
+      // The same 64 MiB with every byte through loopback TCP: what the same-host copy saves.
+      ProcessGroupTCPOptions socket_only = tcp_options;
+      socket_only.same_host_copy = false;
+      rc |= run_tcp(socket_only, "tcp_socket", 64 * kMiB, 64 * kMiB);
+    }
   }
   char self[4096] = {};
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);

@@ -41,6 +41,30 @@ TEST_P(TcpProcesses, InitFromEnvironmentAndRunEveryCollective) {
   for (int r = 0; r < n; ++r) EXPECT_TRUE(results[r].exited_ok()) << "rank " << r << ": " << results[r].describe();
 }
 
+// Separate processes read each other's tensors (Note [Same-host all_reduce]) for all_reduces
+// of 1 MiB and more: closed-form results for odd sizes, every op, float32 and float64.
+TEST_P(TcpProcesses, LargeAllReducesTakeTheSameHostPathWithClosedFormResults) {
+  const int n = GetParam();
+  auto results = test::run_ranks(n, [n](int rank) -> std::pair<int, std::string> {
+    InitOptions o;
+    o.timeout_ms = 30'000;
+    auto pg = init_process_group("tcp", o);
+    auto* tcp = dynamic_cast<ProcessGroupTCP*>(pg.get());
+    if (tcp == nullptr) return {2, "not a ProcessGroupTCP"};
+    if (n > 1 && !tcp->same_host_copy_active()) return {4, "the same-host path is off"};
+    std::string err;
+    for (DType dtype : {kFloat32, kFloat64})
+      for (ReduceOp op : test::kOps)
+        for (int64_t numel : {int64_t{262144}, int64_t{1000003}}) {
+          if (err.empty()) err = test::check_all_reduce(*pg, dtype, numel, op);
+        }
+    pg->barrier()->wait();
+    destroy_process_group();
+    return {err.empty() ? 0 : 3, err};
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(results[r].exited_ok()) << "rank " << r << ": " << results[r].describe();
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpProcesses, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
 

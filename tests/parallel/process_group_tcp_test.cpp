@@ -89,6 +89,34 @@ TEST_P(TcpWorldSize, TinySegmentsPipelineManySteps) {
   });
 }
 
+// The same-host path (Note [Same-host all_reduce]) for every all_reduce, whatever its size,
+// with small segments so that every chunk takes many copies: the same closed-form results.
+TEST_P(TcpWorldSize, SameHostCopyPathHasClosedFormResults) {
+  ProcessGroupTCPOptions o = fast_options();
+  o.cma_min_bytes = 0;
+  o.segment_bytes = 4096;
+  Groups groups = make_groups(GetParam(), o);
+  if (GetParam() > 1 && !groups[0]->same_host_copy_active())
+    GTEST_SKIP() << "process_vm_readv is not permitted on this machine (ptrace restrictions)";
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    for (DType dtype : test::kDTypes)
+      for (ReduceOp op : test::kOps)
+        for (int64_t n : test::kSizes) EXPECT_EQ(test::check_all_reduce(pg, dtype, n, op), "") << "rank " << pg.rank();
+    // The other collectives, interleaved, still agree with it on the stream.
+    EXPECT_EQ(run_all_checks(pg, /*quick=*/true), "") << "rank " << pg.rank();
+  });
+}
+
+TEST(ProcessGroupTCP, SameHostCopyCanBeTurnedOff) {
+  ProcessGroupTCPOptions o = fast_options();
+  o.same_host_copy = false;
+  Groups groups = make_groups(2, o);
+  EXPECT_FALSE(groups[0]->same_host_copy_active());
+  on_ranks(groups, [](ProcessGroupTCP& pg) {
+    EXPECT_EQ(test::check_all_reduce(pg, kFloat32, 600003, ReduceOp::SUM), "") << "rank " << pg.rank();
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpWorldSize, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
 

@@ -16,10 +16,26 @@
 // reduction, before the all-gather sends it. Large tensors run the ring block by block
 // (block_bytes each, back to back in one plan): a block's data is still in the cache when
 // its all-gather sends what its reduce-scatter just wrote, which halves the memory traffic.
+//
+// Note [Same-host all_reduce]
+// When all ranks share this host and may read each other's memory (probe_cma, at group
+// construction), an all_reduce of at least cma_min_bytes runs the same ring without moving
+// its data through TCP: at step g a rank tells its next neighbour, in a 40-byte record on
+// their connection, where in its tensor the chunk of that step is; the neighbour copies it
+// with process_vm_readv (one kernel copy, segment by segment into a cache-sized buffer that it
+// reduces from, or straight into place in the all-gather) and answers with an
+// acknowledgement. A region a rank advertised is only overwritten (all-gather, in place) once
+// the reader acknowledged that step, and the collective returns only once the last step was
+// acknowledged, so no peer ever reads memory that is changing or that the caller got back.
+// The connections carry every record, so a dead peer (connection closed, or the copy failing
+// with "No such process") or a hung one (deadline) fails the collective as on the TCP path.
+#include <algorithm>
 #include <cstring>
+#include <deque>
 
 #include "parallel/distributed/detail/reduce_kernels.h"
 #include "parallel/distributed/tcp/collectives.h"
+#include "parallel/distributed/tcp/detail/cma.h"
 
 namespace ember::parallel::tcp {
 
@@ -90,11 +106,147 @@ void all_reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
   ctx.run(info, plan);
 }
 
+// One record of the same-host path: where a step's chunk is (kDesc), or that it was read (kAck).
+struct CmaRecord {
+  static constexpr uint32_t kMagic = 0x454d4331;  // "EMC1"
+  static constexpr uint32_t kDesc = 1, kAck = 2;
+  uint32_t magic = kMagic;
+  uint32_t kind = 0;
+  uint64_t seq = 0;
+  uint32_t part = 0;
+  uint32_t step = 0;
+  uint64_t addr = 0;
+  uint64_t len = 0;
+};
+static_assert(sizeof(CmaRecord) == 40, "CmaRecord is a wire format");
+
+[[noreturn]] void cma_fail(detail::Context& ctx, const OpInfo& info, detail::PipelineFailure f) {
+  const std::string msg = detail::describe_failure(info, f, ctx.timeout_ms);
+  if (ctx.state->break_group(msg)) EMBER_THROW(DistributedError, msg);
+  EMBER_THROW(DistributedError, info.description, " aborted: ", ctx.state->reason());
+}
+
+// See Note [Same-host all_reduce].
+void all_reduce_cma(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t part, ReduceOp op) {
+  using detail::IoResult;
+  using detail::PipelineFailure;
+  if (ctx.state->broken())
+    EMBER_THROW(DistributedError, info.description, " not run: the process group is broken: ", ctx.state->reason());
+  const int n = ctx.size;
+  const int r = ctx.rank;
+  const int next = ctx.next(), prev = ctx.prev();
+  const int64_t numel = t.numel();
+  const int64_t esz = static_cast<int64_t>(t.element_size());
+  const DType dtype = t.dtype();
+  uint8_t* base = static_cast<uint8_t*>(t.raw_data());
+  const int64_t seg_elems = std::max<int64_t>(1, static_cast<int64_t>(ctx.segment_bytes) / esz);
+  const int steps = 2 * (n - 1);
+  const pid_t prev_pid = ctx.cma_pids[static_cast<size_t>(prev)];
+  const auto deadline = ctx.deadline();
+  detail::Socket& to_next = ctx.socket(next);
+  detail::Socket& from_prev = ctx.socket(prev);
+
+  // The op header, as the TCP path sends it (marked as this path's), so that ranks running
+  // different collectives fail with a clear message.
+  detail::OpHeader header = detail::OpHeader::make(info.type, info.seq, part, dtype, t.nbytes(), -1, op);
+  header.reserved = 1;
+  if (IoResult io = to_next.send_all(&header, sizeof header, deadline); !io.ok()) cma_fail(ctx, info, {true, next, io, ""});
+  {
+    detail::OpHeader theirs;
+    if (IoResult io = from_prev.recv_all(&theirs, sizeof theirs, deadline); !io.ok())
+      cma_fail(ctx, info, {false, prev, io, ""});
+    if (!(theirs == header))
+      cma_fail(ctx, info, {false, prev, {}, "rank " + std::to_string(prev) + " is running " + theirs.str() +
+                                                " but this rank is running " + header.str()});
+  }
+
+  int64_t acked = -1;               // the last step `next` acknowledged reading
+  std::deque<CmaRecord> descs;      // steps `prev` advertised, not yet read
+  // Reads one record from `s` (of `peer`) and files it.
+  auto read_record = [&](detail::Socket& s, int peer) {
+    CmaRecord rec;
+    if (IoResult io = s.recv_all(&rec, sizeof rec, deadline); !io.ok()) cma_fail(ctx, info, {false, peer, io, ""});
+    const bool desc_ok = rec.kind == CmaRecord::kDesc && peer == prev;
+    const bool ack_ok = rec.kind == CmaRecord::kAck && peer == next;
+    if (rec.magic != CmaRecord::kMagic || rec.seq != info.seq || rec.part != part || (!desc_ok && !ack_ok))
+      cma_fail(ctx, info, {false, peer, {}, "rank " + std::to_string(peer) + " sent a malformed same-host record"});
+    if (rec.kind == CmaRecord::kAck) {
+      acked = std::max<int64_t>(acked, rec.step);
+    } else {
+      descs.push_back(rec);
+    }
+  };
+  auto chunk = [&](int c, int64_t* begin, int64_t* len) {
+    *begin = detail::part_begin(numel, n, c);
+    *len = detail::part_begin(numel, n, c + 1) - *begin;
+  };
+  uint8_t* tmp = ctx.tmp(static_cast<size_t>(seg_elems * esz));
+  for (int g = 0; g < steps; ++g) {
+    const int send_chunk = ((r - g) % n + n) % n;
+    const int recv_chunk = ((r - g - 1) % n + n) % n;
+    const bool reducing = g < n - 1;
+    int64_t sb, slen, rb, rlen;
+    chunk(send_chunk, &sb, &slen);
+    chunk(recv_chunk, &rb, &rlen);
+    CmaRecord desc;
+    desc.kind = CmaRecord::kDesc;
+    desc.seq = info.seq;
+    desc.part = part;
+    desc.step = static_cast<uint32_t>(g);
+    desc.addr = reinterpret_cast<uintptr_t>(base + sb * esz);
+    desc.len = static_cast<uint64_t>(slen * esz);
+    if (IoResult io = to_next.send_all(&desc, sizeof desc, deadline); !io.ok()) cma_fail(ctx, info, {true, next, io, ""});
+    while (descs.empty()) read_record(from_prev, prev);
+    const CmaRecord theirs = descs.front();
+    descs.pop_front();
+    if (theirs.step != static_cast<uint32_t>(g) || theirs.len != static_cast<uint64_t>(rlen * esz))
+      cma_fail(ctx, info, {false, prev, {}, "rank " + std::to_string(prev) + " advertised step " +
+                                                std::to_string(theirs.step) + " of " + std::to_string(theirs.len) +
+                                                " bytes, expected step " + std::to_string(g) + " of " +
+                                                std::to_string(rlen * esz)});
+    uint8_t* dst = base + rb * esz;
+    auto read = [&](void* into, uint64_t from, size_t bytes) {
+      const std::string err = detail::cma_read(prev_pid, into, from, bytes);
+      if (!err.empty())
+        cma_fail(ctx, info, {false, prev, {}, "reading from rank " + std::to_string(prev) + " (pid " +
+                                                  std::to_string(prev_pid) + "): " + err +
+                                                  " (it died, or its process group broke)"});
+    };
+    if (reducing) {
+      for (int64_t off = 0; off < rlen; off += seg_elems) {
+        const int64_t len = std::min(seg_elems, rlen - off);
+        read(tmp, theirs.addr + static_cast<uint64_t>(off * esz), static_cast<size_t>(len * esz));
+        uint8_t* d = dst + off * esz;
+        parallel::detail::reduce_into(dtype, op, d, d, tmp, len);
+        if (op == ReduceOp::AVG && g == n - 2) parallel::detail::divide_by(dtype, d, len, n);
+      }
+    } else {
+      // In place over what this rank advertised at step g + 1 - n: wait until it was read.
+      while (acked < g + 1 - n) read_record(to_next, next);
+      read(dst, theirs.addr, static_cast<size_t>(rlen * esz));
+    }
+    CmaRecord ack;
+    ack.kind = CmaRecord::kAck;
+    ack.seq = info.seq;
+    ack.part = part;
+    ack.step = static_cast<uint32_t>(g);
+    if (IoResult io = from_prev.send_all(&ack, sizeof ack, deadline); !io.ok()) cma_fail(ctx, info, {true, prev, io, ""});
+  }
+  // Nobody may still be reading this tensor when the caller gets it back.
+  while (acked < steps - 1) read_record(to_next, next);
+}
+
 }  // namespace
 
 void all_reduce(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& tensors, ReduceOp op) {
   if (ctx.size == 1) return;  // the sum (avg, max, ...) of one value is that value
-  for (size_t p = 0; p < tensors.size(); ++p) all_reduce_one(ctx, info, tensors[p], static_cast<uint32_t>(p), op);
+  for (size_t p = 0; p < tensors.size(); ++p) {
+    if (!ctx.cma_pids.empty() && tensors[p].nbytes() >= ctx.cma_min_bytes) {
+      all_reduce_cma(ctx, info, tensors[p], static_cast<uint32_t>(p), op);
+    } else {
+      all_reduce_one(ctx, info, tensors[p], static_cast<uint32_t>(p), op);
+    }
+  }
 }
 
 }  // namespace ember::parallel::tcp

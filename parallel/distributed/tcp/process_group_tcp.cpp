@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "parallel/distributed/tcp/collectives.h"
+#include "parallel/distributed/tcp/detail/cma.h"
 #include "parallel/distributed/tcp/detail/context.h"
 #include "parallel/distributed/tcp/detail/mesh.h"
 #include "parallel/distributed/tcp/detail/pipeline.h"
@@ -65,6 +66,8 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int siz
   ctx_->mesh = mesh_.get();
   ctx_->pipeline = pipeline_.get();
   ctx_->state = state_.get();
+  ctx_->cma_min_bytes = options_.cma_min_bytes;
+  ctx_->cma_pids = tcp::detail::probe_cma(*store_, rank, size, options_.same_host_copy, options_.timeout_ms);
   p2p_ = std::make_unique<tcp::P2PEngine>(rank, size, mesh_.get(), state_.get(), options_.timeout_ms);
   worker_ = std::thread([this] { worker_loop(); });
 }
@@ -88,6 +91,7 @@ ProcessGroupTCP::~ProcessGroupTCP() {
 }
 
 bool ProcessGroupTCP::is_broken() const { return state_->broken(); }
+bool ProcessGroupTCP::same_host_copy_active() const { return !ctx_->cma_pids.empty(); }
 
 std::string ProcessGroupTCP::broken_reason() const { return state_->reason(); }
 

@@ -41,6 +41,12 @@ struct ProcessGroupTCPOptions {
   /// all_reduce runs its ring over blocks of this many bytes, one after another, so that
   /// each block's data stays in the cache between reduce-scatter and all-gather.
   size_t block_bytes = 4 << 20;
+  /// Same-host fast path (tcp/detail/cma.h): when every rank is on this host and may read the
+  /// others' memory, all_reduces of at least cma_min_bytes copy their data with
+  /// process_vm_readv instead of sending it through loopback TCP (the connections still carry
+  /// the handshake). false, or EMBER_TCP_CMA=0 in the environment, keeps every byte on TCP.
+  bool same_host_copy = true;
+  size_t cma_min_bytes = 1 << 20;
 };
 
 class ProcessGroupTCP final : public ProcessGroup {
@@ -58,6 +64,8 @@ class ProcessGroupTCP final : public ProcessGroup {
 
   /// True once an operation failed (or abort() was called); every later operation fails.
   bool is_broken() const override;
+  /// Whether the same-host fast path is on for this group (ProcessGroupTCPOptions::same_host_copy).
+  bool same_host_copy_active() const;
   /// Why it broke (the first failure's message); empty while it is not.
   std::string broken_reason() const override;
   /// Breaks the group now: running and queued operations fail with `reason`, and the peers'

@@ -3,6 +3,8 @@
 // ProcessGroupTCP; used by its collective worker thread only, except GroupState, which
 // every thread of the group may touch. See Note [tcp failures] in tcp/process_group_tcp.cpp.
 #pragma once
+#include <sys/types.h>
+
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -42,6 +44,10 @@ struct Context {
   Mesh* mesh = nullptr;
   Pipeline* pipeline = nullptr;
   GroupState* state = nullptr;
+  /// Every rank's pid when the same-host fast path is on (tcp/detail/cma.h), else empty.
+  std::vector<pid_t> cma_pids;
+  /// all_reduce of at least this many bytes takes the same-host path when it is on.
+  size_t cma_min_bytes = 0;
 
   int next() const { return (rank + 1) % size; }
   int prev() const { return (rank + size - 1) % size; }

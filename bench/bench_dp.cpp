@@ -11,10 +11,8 @@
 //   threads): on a loaded host the wall times mean little, the CPU times still show what
 //   DataParallel adds. A `#` line gives the host's load average before and after: the 2dev
 //   figure needs two idle cores (with autogroup scheduling a busy host gives this process
-//   about one core's share however many threads it runs). Another `#` line is an estimate,
-//   not a measurement, for such hosts: from per-thread CPU times, the 2dev step on two idle
-//   cores would take the main thread's time plus, per phase, the busier device's (replica
-//   thread "dp-cpu:i" in forward, engine worker of cpu:i in backward).
+//   about one core's share however many threads it runs). Another `#` line splits the 2dev
+//   step's CPU time by thread, to show where it goes.
 //   EMBER_BENCH_DP_REPS overrides the repetition count (default 9).
 #include <dirent.h>
 #include <stdlib.h>
@@ -164,8 +162,7 @@ int main() {
     step_ms(two, adam2, batches[w]);
   }
   const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
-  std::vector<double> t1, t2, c1, c2, est2;
-  std::map<pid_t, double> busy_in_1dev;  // threads that work in the 1dev step: main and cpu:0's engine worker
+  std::vector<double> t1, t2, c1, c2, main2, fwd2_0, fwd2_1, other2;
   for (int r = 0; r < reps; ++r) {
     const Batch& b = batches[static_cast<size_t>(r) % batches.size()];
     auto a0 = all_thread_cpu_ms();
@@ -177,27 +174,26 @@ int main() {
     c1.push_back(s1.cpu_ms);
     t2.push_back(s2.wall_ms);
     c2.push_back(s2.cpu_ms);
-    for (const auto& [tid, ms] : delta(a0, a1)) busy_in_1dev[tid] += ms;
-    // 2dev step: main thread + max over devices of the forward (replica threads) + the same of
-    // the backward (engine workers; the one busy in the 1dev steps is cpu:0's).
-    double main_ms = 0, fwd0 = 0, fwd1 = 0, bwd0 = 0, bwd1 = 0;
+    // Where the 2dev step's CPU time went, per thread: the replicas' forwards run on the
+    // DataParallel threads "dp-cpu:i"; in backward the calling thread runs cpu:0's nodes
+    // itself (Note [Engine threads]) and cpu:1's engine worker the rest.
+    double main_ms = 0, fwd0 = 0, fwd1 = 0, other = 0;
     for (const auto& [tid, ms] : delta(a1, a2)) {
+      const std::string name = tid == main_tid ? "" : thread_name(tid);
       if (tid == main_tid) {
-        main_ms = ms;
-        continue;
-      }
-      std::string name = thread_name(tid);
-      if (name == "dp-cpu:0") {
+        main_ms += ms;
+      } else if (name == "dp-cpu:0") {
         fwd0 += ms;
       } else if (name == "dp-cpu:1") {
         fwd1 += ms;
-      } else if (busy_in_1dev[tid] > 1.0) {
-        bwd0 += ms;
       } else {
-        bwd1 += ms;
+        other += ms;
       }
     }
-    est2.push_back(main_ms + std::max(fwd0, fwd1) + std::max(bwd0, bwd1));
+    main2.push_back(main_ms);
+    fwd2_0.push_back(fwd0);
+    fwd2_1.push_back(fwd1);
+    other2.push_back(other);
   }
   double m1 = median(t1), m2 = median(t2);
   std::printf("# load average %.2f before, %.2f after (2 cores wanted idle)\n", load_before, load_average());
@@ -206,7 +202,9 @@ int main() {
   std::printf("dp_scaling_2dev %.3f x\n", m1 / m2);
   std::printf("dp_cpu_ms_1dev %.2f ms\n", median(c1));
   std::printf("dp_cpu_ms_2dev %.2f ms\n", median(c2));
-  std::printf("# estimate for two idle cores (not measured): 2dev step %.2f ms, scaling %.3f x (1dev: its CPU time)\n",
-              median(est2), median(c1) / median(est2));
+  std::printf(
+      "# 2dev CPU ms per step by thread (medians): caller %.2f (scatter, gather, loss, cpu:0's backward, Adam), "
+      "dp-cpu:0 %.2f and dp-cpu:1 %.2f (replica forwards), other threads %.2f (cpu:1's backward)\n",
+      median(main2), median(fwd2_0), median(fwd2_1), median(other2));
   return 0;
 }

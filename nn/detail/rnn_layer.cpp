@@ -1,13 +1,16 @@
 #include "nn/detail/rnn_layer.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/thread_pool.h"
+#include "nn/detail/packed_gemm.h"
 #include "nn/detail/rnn_cell_cpu.h"
 
 // Note [RNN step buffers]
@@ -113,6 +116,13 @@ Tensor column_sum(const Tensor& m) {
   return out;
 }
 
+// Whether the per-step recurrent products of a layer use PackedRhs: float32, a CPU that runs
+// it, a contiguous W_hh, and enough steps to repay packing it.
+template <typename T>
+bool packed_recurrent_gemm(const Tensor& w_hh, int64_t steps) {
+  return std::is_same_v<T, float> && steps >= 4 && w_hh.is_contiguous() && PackedRhs::available();
+}
+
 template <typename F>
 void for_rows(int64_t rows, int64_t row_elems, const F& f) {
   const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(row_elems, 1));
@@ -145,7 +155,15 @@ void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d,
   // fewer rows as packed sequences end). OpenBLAS is markedly slower there with a transposed
   // operand (seen: b = 32: 84 against 104 GFLOPS; b = 64: 113 against 129; b = 128: 132 against
   // 139), so W_hh^T is laid out once per call when the steps outnumber that one copy's cost.
-  const Tensor w_hh_t = T_steps >= 4 ? native::contiguous(native::t(w_hh)) : native::t(w_hh);
+  // float32 on AVX-512: W_hh^T packed once for our own kernel instead (Note [Packed recurrent
+  // GEMM] in packed_gemm.cpp), which also skips BLAS's per-call re-packing of W_hh.
+  std::optional<PackedRhs> packed;
+  Tensor w_hh_t;
+  if (packed_recurrent_gemm<T>(w_hh, T_steps)) {
+    packed.emplace(w_hh.data_ptr<float>(), H, GH, /*row_stride=*/1, /*col_stride=*/H);
+  } else {
+    w_hh_t = T_steps >= 4 ? native::contiguous(native::t(w_hh)) : native::t(w_hh);
+  }
   T* hp = ptr<T>(h);
   T* cp = ptr<T>(c);
   for (int64_t i = 0; i < T_steps; ++i) {
@@ -153,14 +171,23 @@ void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d,
     const int64_t b = steps.batch_sizes[static_cast<size_t>(t)];
     const int64_t off = steps.offsets[static_cast<size_t>(t)];
     std::memcpy(ptr<T>(sv.hprev) + off * H, hp, static_cast<size_t>(b * H) * sizeof(T));
-    Tensor h_active = native::narrow(h, 0, 0, b);
     if (s.mode == RnnMode::kGru) {
       Tensor gh = native::narrow(sv.gh, 0, off, b);
       if (s.bias) fill_rows<T>(gh, b_hh, Tensor());
-      native::addmm_out(gh, h_active, w_hh_t, s.bias ? 1.0 : 0.0, 1.0);
+      if (packed) {
+        packed->multiply(b, reinterpret_cast<const float*>(hp), H, reinterpret_cast<float*>(ptr<T>(sv.gh) + off * GH), GH,
+                         /*accumulate=*/s.bias);
+      } else {
+        native::addmm_out(gh, native::narrow(h, 0, 0, b), w_hh_t, s.bias ? 1.0 : 0.0, 1.0);
+      }
     } else {
-      Tensor g = native::narrow(sv.gates, 0, off, b);
-      native::addmm_out(g, h_active, w_hh_t, 1.0, 1.0);
+      if (packed) {
+        packed->multiply(b, reinterpret_cast<const float*>(hp), H, reinterpret_cast<float*>(ptr<T>(sv.gates) + off * GH),
+                         GH, /*accumulate=*/true);
+      } else {
+        Tensor g = native::narrow(sv.gates, 0, off, b);
+        native::addmm_out(g, native::narrow(h, 0, 0, b), w_hh_t, 1.0, 1.0);
+      }
     }
     CellStep<T> cs;
     cs.hidden = H;
@@ -241,6 +268,8 @@ class RnnLayerNode final : public autograd::Node {
       Tensor dgh = gru ? empty({N, GH}, opts) : dg;
       Tensor dh = native::select(dh0, 0, d);
       Tensor dc = lstm ? native::select(dc0, 0, d) : Tensor();
+      std::optional<PackedRhs> packed;  // W_hh [GH x H] for dh_prev = dG W_hh, as in forward
+      if (packed_recurrent_gemm<T>(w_hh, T_steps)) packed.emplace(w_hh.data_ptr<float>(), GH, H, H, 1);
       for (int64_t i = T_steps - 1; i >= 0; --i) {
         const int64_t t = reverse ? T_steps - 1 - i : i;
         const int64_t b = steps_->batch_sizes[static_cast<size_t>(t)];
@@ -268,8 +297,13 @@ class RnnLayerNode final : public autograd::Node {
             break;
           }
         }
-        Tensor dh_active = native::narrow(dh, 0, 0, b);
-        native::addmm_out(dh_active, native::narrow(dgh, 0, off, b), w_hh, gru ? 1.0 : 0.0, 1.0);
+        if (packed) {
+          packed->multiply(b, reinterpret_cast<const float*>(ptr<T>(dgh) + off * GH), GH,
+                           reinterpret_cast<float*>(ptr<T>(dh)), H, /*accumulate=*/gru);
+        } else {
+          Tensor dh_active = native::narrow(dh, 0, 0, b);
+          native::addmm_out(dh_active, native::narrow(dgh, 0, off, b), w_hh, gru ? 1.0 : 0.0, 1.0);
+        }
       }
       const size_t base = 3 + 4 * static_cast<size_t>(d);
       if (needs_input_grad(base + 0)) out[base + 0] = native::mm(native::t(dg), x);

@@ -210,6 +210,62 @@ TEST(RNNModules, MatchPlainReferenceValuesAndGradients) {
   }
 }
 
+// float32 layers with enough steps run their recurrent products through PackedRhs (on CPUs
+// with AVX-512; nn/detail/packed_gemm.h), float64 ones through BLAS: the same module in both
+// dtypes must agree on outputs, states and every gradient, for each mode, with and without
+// biases, bidirectional, over packed sequences whose batch shrinks step by step.
+template <class M, class Opts>
+void check_float32_against_float64(const Case& c) {
+  SCOPED_TRACE(c.name);
+  const int64_t T = 23, B = 19, F = 11, H = 37, D = c.bidirectional ? 2 : 1;  // H: a partial panel
+  auto m64 = make_module<M, Opts>(c, F, H);
+  auto m32 = std::static_pointer_cast<M>(m64->clone());
+  m32->to(kFloat32);
+  std::vector<int64_t> lengths;
+  for (int64_t b = 0; b < B; ++b) lengths.push_back(1 + (b * 5) % T);
+  lengths[3] = T;
+  Tensor x = randn64({T, B, F}), h0 = randn64({c.layers * D, B, H}), c0 = randn64({c.layers * D, B, H});
+  const bool lstm = c.mode == Mode::kLstm;
+  auto leaf = [](const Tensor& t, DType dt) {
+    Tensor l = native::to(t, dt);
+    l.requires_grad_(true);
+    return l;
+  };
+  std::vector<RefOut> outs;
+  std::vector<autograd::TensorList> grads;
+  for (DType dt : {kFloat32, kFloat64}) {
+    M& m = dt == kFloat32 ? *m32 : *m64;
+    autograd::TensorList wrt{leaf(x, dt), leaf(h0, dt)};
+    if (lstm) wrt.push_back(leaf(c0, dt));
+    RefOut r = run_packed(m, wrt[0], lengths, wrt[1], lstm ? wrt[2] : Tensor(), T);
+    for (const Tensor& w : m.flat_weights()) wrt.push_back(w);
+    Tensor loss = add(sum(mul(r.output, r.output)), sum(r.h_n));
+    if (lstm) loss = add(loss, sum(r.c_n));
+    grads.push_back(autograd::grad({loss}, wrt));
+    outs.push_back(r);
+  }
+  EXPECT_LT(max_abs_diff(outs[0].output, outs[1].output), 2e-5);
+  EXPECT_LT(max_abs_diff(outs[0].h_n, outs[1].h_n), 2e-5);
+  if (lstm) {
+    EXPECT_LT(max_abs_diff(outs[0].c_n, outs[1].c_n), 2e-5);
+  }
+  auto names = m64->named_parameters();
+  for (size_t i = 0; i < grads[0].size(); ++i) {
+    std::string what = i == 0 ? "input" : i == 1 ? "h0" : (lstm && i == 2) ? "c0" : names[i - (lstm ? 3 : 2)].first;
+    const double scale = 1.0 + native::amax(native::abs(grads[1][i])).item();
+    EXPECT_LT(max_abs_diff(grads[0][i], grads[1][i]) / scale, 2e-5) << what;
+  }
+}
+
+TEST(RNNModules, Float32LayersMatchFloat64OnLongPackedSequences) {
+  manual_seed(3);
+  check_float32_against_float64<LSTM, LSTMOptions>({"lstm 2 layers bidirectional", Mode::kLstm, 2, true, true});
+  check_float32_against_float64<LSTM, LSTMOptions>({"lstm no bias", Mode::kLstm, 1, false, false});
+  check_float32_against_float64<GRU, GRUOptions>({"gru 2 layers bidirectional", Mode::kGru, 2, true, true});
+  check_float32_against_float64<GRU, GRUOptions>({"gru no bias", Mode::kGru, 1, false, false});
+  check_float32_against_float64<RNN, RNNOptions>({"rnn tanh bidirectional", Mode::kRnnTanh, 1, true, true});
+}
+
 // gradcheck over the input, the states and every weight, through pack -> module -> pad.
 template <class M, class Opts>
 void gradcheck_module(const Case& c) {

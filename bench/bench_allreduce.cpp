@@ -299,6 +299,8 @@ int main(int argc, char** argv) {
       tcp_options.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--block-bytes" && i + 1 < argc) {
       tcp_options.block_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--cma-min-bytes" && i + 1 < argc) {
+      tcp_options.cma_min_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--socket-buffer-bytes" && i + 1 < argc) {
       tcp_options.socket_buffer_bytes = std::atoi(argv[++i]);
     } else if (a == "--min-bytes" && i + 1 < argc) {
@@ -308,7 +310,7 @@ int main(int argc, char** argv) {
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--only tcp|mpi] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--only tcp|mpi] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
       return 2;
     }
   }

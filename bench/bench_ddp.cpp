@@ -21,6 +21,12 @@
 //   ddp_cpu_scaling_2r                     cpu_1r / cpu_2r: what DDP adds in CPU work per rank,
 //                                          the load-independent part of the efficiency (waits
 //                                          on the peer are not in it)
+//   ddp_step_ms_2r_no_comm                 the DDP step on both ranks at once with a comm hook
+//                                          that communicates nothing (a third step per repetition)
+//   ddp_no_comm_efficiency_2r              1r / 2r_no_comm: the ceiling communication cannot beat,
+//                                          DDP's bookkeeping plus what two busy cores cost each
+//                                          other on this machine
+//   ddp_efficiency_vs_no_comm_2r           2r_no_comm / 2r: the share of that ceiling reached
 //   machine_load_avg                       1-minute load average (/proc/loadavg) after the run
 // plus `#` lines with the load before and after and the core count: read the wall figures
 // against them (the 2r figure needs two idle cores). EMBER_BENCH_DDP_STEPS sets the timed steps
@@ -180,16 +186,29 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   dopt.timeout_ms = kGroupTimeoutMs;
   dopt.bucket_cap_mb = bucket_cap_mb;
   parallel::DistributedDataParallel<TaggerModel> ddp(replica, pg, dopt);
+  // The ceiling: the same DDP step on both ranks at once with a hook that communicates
+  // nothing (its Work is finished when returned). What it loses against the one-process step
+  // is DDP's own bookkeeping plus what running two ranks at once costs the machine (shared
+  // memory bandwidth and caches, clock): communication can only add to that.
+  auto silent_replica = single->clone_as();
+  parallel::DistributedDataParallel<TaggerModel> silent(silent_replica, pg, dopt);
+  silent.register_comm_hook([](parallel::ProcessGroup&, parallel::GradBucket&) {
+    auto done = std::make_shared<parallel::Work>("no communication");
+    done->finish();
+    return parallel::CommHookResult{done, nullptr};
+  });
   optim::Adam adam1(single->parameters(), optim::AdamOptions(1e-3));
   optim::Adam adam2(replica->parameters(), optim::AdamOptions(1e-3));
+  optim::Adam adam3(silent_replica->parameters(), optim::AdamOptions(1e-3));
   auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
   auto dist = [&](const Tensor& t, const Tensor& l) { return ddp(t, l); };
+  auto quiet = [&](const Tensor& t, const Tensor& l) { return silent(t, l); };
 
   // Batch i of rank r: seed 1000 + 2 i + r; the single process cycles through rank 0's.
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + 2 * static_cast<uint64_t>(i) + rank));
 
-  std::vector<double> wall1, cpu1, wall2, cpu2, overlap;
+  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, overlap;
   for (int i = 0; i < kWarmup + steps; ++i) {
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
     pg->barrier()->wait();
@@ -197,28 +216,35 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     if (rank == 0) s1 = train_step(one, adam1, b);
     pg->barrier()->wait();
     const StepTime s2 = train_step(dist, adam2, b);
+    pg->barrier()->wait();
+    const StepTime s3 = train_step(quiet, adam3, b);
     if (i < kWarmup) continue;
     wall1.push_back(s1.wall_ms);
     cpu1.push_back(s1.cpu_ms);
     wall2.push_back(s2.wall_ms);
     cpu2.push_back(s2.cpu_ms);
+    wall3.push_back(s3.wall_ms);
     overlap.push_back(ddp.reducer().last_overlap_fraction());
   }
 
   if (rank != 0) {
     store->set("bench_ddp/rank1_wall", to_bytes(wall2));
     store->set("bench_ddp/rank1_cpu", to_bytes(cpu2));
+    store->set("bench_ddp/rank1_wall_silent", to_bytes(wall3));
   } else {
     const std::vector<double> other_wall = from_bytes(store->get("bench_ddp/rank1_wall"));
     const std::vector<double> other_cpu = from_bytes(store->get("bench_ddp/rank1_cpu"));
-    EMBER_CHECK(other_wall.size() == wall2.size() && other_cpu.size() == cpu2.size(),
+    const std::vector<double> other_silent = from_bytes(store->get("bench_ddp/rank1_wall_silent"));
+    EMBER_CHECK(other_wall.size() == wall2.size() && other_cpu.size() == cpu2.size() &&
+                    other_silent.size() == wall3.size(),
                 "ember-bench-ddp: rank 1 sent ", other_wall.size(), " step times, expected ", wall2.size());
-    std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size());
+    std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size()), step3(wall3.size());
     for (size_t k = 0; k < wall2.size(); ++k) {
       step2[k] = std::max(wall2[k], other_wall[k]);
       cpu_mean2[k] = 0.5 * (cpu2[k] + other_cpu[k]);
+      step3[k] = std::max(wall3[k], other_silent[k]);
     }
-    const double m1 = median(wall1), m2 = median(step2);
+    const double m1 = median(wall1), m2 = median(step2), m3 = median(step3);
     std::printf("ddp_step_ms_1r %.3f ms\n", m1);
     std::printf("ddp_step_ms_2r %.3f ms\n", m2);
     std::printf("ddp_scaling_efficiency_2r %.3f ratio\n", m2 > 0 ? m1 / m2 : 0.0);
@@ -226,6 +252,9 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     std::printf("ddp_step_cpu_ms_1r %.3f ms\n", median(cpu1));
     std::printf("ddp_step_cpu_ms_2r %.3f ms\n", median(cpu_mean2));
     std::printf("ddp_cpu_scaling_2r %.3f ratio\n", median(cpu_mean2) > 0 ? median(cpu1) / median(cpu_mean2) : 0.0);
+    std::printf("ddp_step_ms_2r_no_comm %.3f ms\n", m3);
+    std::printf("ddp_no_comm_efficiency_2r %.3f ratio\n", m3 > 0 ? m1 / m3 : 0.0);
+    std::printf("ddp_efficiency_vs_no_comm_2r %.3f ratio\n", m2 > 0 ? m3 / m2 : 0.0);
     std::vector<Tensor> reduced;  // the Reducer's parameter list (see DistributedDataParallel)
     for (auto& [name, p] : replica->named_parameters()) {
       if (p.requires_grad()) reduced.push_back(p);

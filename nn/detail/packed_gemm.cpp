@@ -15,9 +15,11 @@
 // for every k, 32 consecutive floats per k (zero past column N). The kernel computes an
 // MR x 32 block of c with 2 x MR AVX-512 accumulators: per k it loads the panel's two vectors
 // once and broadcasts each of the MR rows' a[i][k] into two FMAs, so B is read from L1/L2 once
-// per MR rows and never re-packed. MR is 8 (fewer for the last rows of m); every row's sum
-// runs over k in ascending order in one accumulator per 16 columns whatever MR is, so a row's
-// result does not depend on the other rows of the call. Columns split over the thread pool
+// per MR rows and never re-packed. K runs in slices of 256 (a 32 KiB slice of the panel stays
+// in L1 across all row blocks; each slice after the first adds onto c). MR is 8 (fewer for
+// the last rows of m); every row's sum runs over k in ascending order, slice by slice, in one
+// accumulator per 16 columns whatever MR is, so a row's result does not depend on the other
+// rows of the call. Columns split over the thread pool
 // in whole panels, which keeps that property. Only this file is compiled for AVX-512, through
 // function attributes; available() checks the CPU at run time.
 
@@ -26,6 +28,7 @@ namespace {
 
 constexpr int64_t kNR = 32;  // panel width: two 16-float vectors
 constexpr int kMR = 8;       // rows per block
+constexpr int64_t kKC = 256; // inner-dimension slice: 256 x 32 floats of a panel, 32 KiB
 
 #define EMBER_AVX512 __attribute__((target("avx512f,fma")))
 
@@ -77,9 +80,15 @@ void multiply_panels(int64_t p0, int64_t p1, int64_t m, int64_t K, int64_t N, co
                          : width <= 16 ? __mmask16(0)
                                        : static_cast<__mmask16>((1u << (width - 16)) - 1);
     const float* panel = panels + p * kNR * K;
-    for (int64_t i = 0; i < m; i += kMR) {
-      const int rows = static_cast<int>(std::min<int64_t>(kMR, m - i));
-      kKernels[rows](K, a + i * lda, lda, panel, c + i * ldc + j0, ldc, m0, m1, accumulate);
+    // K in slices of kKC: a slice of the panel (32 KiB) stays in L1 while every row block
+    // passes over it; later slices add onto c.
+    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+      const int64_t kc = std::min(kKC, K - k0);
+      for (int64_t i = 0; i < m; i += kMR) {
+        const int rows = static_cast<int>(std::min<int64_t>(kMR, m - i));
+        kKernels[rows](kc, a + i * lda + k0, lda, panel + k0 * kNR, c + i * ldc + j0, ldc, m0, m1,
+                       accumulate || k0 > 0);
+      }
     }
   }
 }

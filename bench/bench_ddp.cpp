@@ -9,24 +9,33 @@
 // TCPStore on 127.0.0.1 (a free port, passed to the parent over a pipe and on to rank 1) and
 // both build a ProcessGroupTCP on it. Each repetition times, after a barrier, one plain step of
 // an undistributed copy of the model on rank 0 alone (rank 1 sleeps in the next barrier: this is
-// the one-process, one-thread figure), then, after another barrier, one DDP step on both ranks.
-// Alternating the two inside the same processes lets a loaded host slow both alike. Each child
+// the one-process, one-thread figure); then, after an untimed plain step on both ranks (Note
+// [Settle step]), the two-rank steps below, each after a barrier. Alternating them inside the
+// same processes lets a loaded host slow all alike. Each child
 // calls setsid(), so each rank is its own scheduler autogroup as a separately launched process
 // would be (with autogroup scheduling, two ranks in one group get one group's share of a busy
 // host). Prints `name value unit` lines (medians over the timed steps):
 //   ddp_step_ms_1r / ddp_step_ms_2r        wall time per step (2r: the slower rank's, per step)
-//   ddp_scaling_efficiency_2r              2-rank throughput / (2 x 1-rank) = 1r / 2r
+//   ddp_scaling_efficiency_2r              2-rank throughput / (2 x 1-rank) = 1r / 2r, DDP with
+//                                          its default options
 //   ddp_overlap_fraction                   Reducer::last_overlap_fraction() on rank 0
 //   ddp_step_cpu_ms_1r / ddp_step_cpu_ms_2r  process CPU time per step (2r: mean of the ranks)
 //   ddp_cpu_scaling_2r                     cpu_1r / cpu_2r: what DDP adds in CPU work per rank,
 //                                          the load-independent part of the efficiency (waits
 //                                          on the peer are not in it)
 //   ddp_step_ms_2r_no_comm                 the DDP step on both ranks at once with a comm hook
-//                                          that communicates nothing (a third step per repetition)
+//                                          that communicates nothing
 //   ddp_no_comm_efficiency_2r              1r / 2r_no_comm: the ceiling communication cannot beat,
 //                                          DDP's bookkeeping plus what two busy cores cost each
 //                                          other on this machine
 //   ddp_efficiency_vs_no_comm_2r           2r_no_comm / 2r: the share of that ceiling reached
+//   ddp_tail_wait_ms_r0 / _r1              Reducer::last_wait_ms() per rank: the end of backward
+//                                          waiting for its buckets (unhidden communication plus
+//                                          waiting for the slower rank)
+//   plain_step_ms_2r                       the undistributed step on both ranks at once: what two
+//   plain_concurrent_efficiency_2r         busy cores cost each other without DDP (1r / that)
+//   ddp_step_ms_2r_bucket_view             DDP with gradient_as_bucket_view (no copy back)
+//   ddp_scaling_efficiency_2r_bucket_view  1r / that
 //   machine_load_avg                       1-minute load average (/proc/loadavg) after the run
 // plus `#` lines with the load before and after and the core count: read the wall figures
 // against them (the 2r figure needs two idle cores). EMBER_BENCH_DDP_STEPS sets the timed steps
@@ -70,6 +79,14 @@
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed_data_parallel.h"
 #include "bench/tagger_model.h"
+
+// Note [Settle step]
+// Rank 1 sleeps in a barrier while rank 0 times the one-process step. The two-rank step that
+// came right after that sleep was measured 1-2% slower than the same step elsewhere in the
+// repetition (whichever variant held that place; rank 0 then waited for rank 1 at the end of
+// backward), an effect of the idle virtual CPU rather than of DDP: a training loop never idles
+// between steps. So one untimed plain step on both ranks follows the one-process step, and every
+// timed two-rank step follows a busy one.
 
 namespace {
 
@@ -200,6 +217,18 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   optim::Adam adam1(single->parameters(), optim::AdamOptions(1e-3));
   optim::Adam adam2(replica->parameters(), optim::AdamOptions(1e-3));
   optim::Adam adam3(silent_replica->parameters(), optim::AdamOptions(1e-3));
+  // The same plain step as the one-process figure, but on both ranks at once: what two busy
+  // cores cost each other on this machine with no DDP at all.
+  auto plain = single->clone_as();
+  optim::Adam adam4(plain->parameters(), optim::AdamOptions(1e-3));
+  auto both = [&](const Tensor& t, const Tensor& l) { return plain->forward(t, l); };
+  // DDP with gradient_as_bucket_view: .grad are views of the buckets, no copy back.
+  auto view_replica = single->clone_as();
+  parallel::DistributedDataParallelOptions vopt = dopt;
+  vopt.gradient_as_bucket_view = true;
+  parallel::DistributedDataParallel<TaggerModel> ddp_view(view_replica, pg, vopt);
+  optim::Adam adam5(view_replica->parameters(), optim::AdamOptions(1e-3));
+  auto dist_view = [&](const Tensor& t, const Tensor& l) { return ddp_view(t, l); };
   auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
   auto dist = [&](const Tensor& t, const Tensor& l) { return ddp(t, l); };
   auto quiet = [&](const Tensor& t, const Tensor& l) { return silent(t, l); };
@@ -208,22 +237,34 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + 2 * static_cast<uint64_t>(i) + rank));
 
-  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, overlap;
+  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, overlap, wall4, wall5, tail;
   for (int i = 0; i < kWarmup + steps; ++i) {
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
     pg->barrier()->wait();
     StepTime s1;
     if (rank == 0) s1 = train_step(one, adam1, b);
+    // Untimed: a step on both ranks, so that no timed two-rank step follows rank 1's idle wait
+    // (Note [Settle step]).
+    pg->barrier()->wait();
+    train_step(both, adam4, b);
     pg->barrier()->wait();
     const StepTime s2 = train_step(dist, adam2, b);
+    const double tail_wait = ddp.reducer().last_wait_ms();
     pg->barrier()->wait();
     const StepTime s3 = train_step(quiet, adam3, b);
+    pg->barrier()->wait();
+    const StepTime s4 = train_step(both, adam4, b);
+    pg->barrier()->wait();
+    const StepTime s5 = train_step(dist_view, adam5, b);
     if (i < kWarmup) continue;
     wall1.push_back(s1.wall_ms);
     cpu1.push_back(s1.cpu_ms);
     wall2.push_back(s2.wall_ms);
     cpu2.push_back(s2.cpu_ms);
     wall3.push_back(s3.wall_ms);
+    wall4.push_back(s4.wall_ms);
+    wall5.push_back(s5.wall_ms);
+    tail.push_back(tail_wait);
     overlap.push_back(ddp.reducer().last_overlap_fraction());
   }
 
@@ -231,6 +272,9 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     store->set("bench_ddp/rank1_wall", to_bytes(wall2));
     store->set("bench_ddp/rank1_cpu", to_bytes(cpu2));
     store->set("bench_ddp/rank1_wall_silent", to_bytes(wall3));
+    store->set("bench_ddp/rank1_wall_plain", to_bytes(wall4));
+    store->set("bench_ddp/rank1_wall_view", to_bytes(wall5));
+    store->set("bench_ddp/rank1_tail_wait", to_bytes(tail));
   } else {
     const std::vector<double> other_wall = from_bytes(store->get("bench_ddp/rank1_wall"));
     const std::vector<double> other_cpu = from_bytes(store->get("bench_ddp/rank1_cpu"));
@@ -238,13 +282,21 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     EMBER_CHECK(other_wall.size() == wall2.size() && other_cpu.size() == cpu2.size() &&
                     other_silent.size() == wall3.size(),
                 "ember-bench-ddp: rank 1 sent ", other_wall.size(), " step times, expected ", wall2.size());
-    std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size()), step3(wall3.size());
+    const std::vector<double> other_plain = from_bytes(store->get("bench_ddp/rank1_wall_plain"));
+    const std::vector<double> other_view = from_bytes(store->get("bench_ddp/rank1_wall_view"));
+    const std::vector<double> other_tail = from_bytes(store->get("bench_ddp/rank1_tail_wait"));
+    EMBER_CHECK(other_plain.size() == wall4.size() && other_view.size() == wall5.size(),
+                "ember-bench-ddp: rank 1 sent ", other_plain.size(), " plain step times, expected ", wall4.size());
+    std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size()), step3(wall3.size()), step4(wall4.size()),
+        step5(wall5.size());
     for (size_t k = 0; k < wall2.size(); ++k) {
       step2[k] = std::max(wall2[k], other_wall[k]);
       cpu_mean2[k] = 0.5 * (cpu2[k] + other_cpu[k]);
       step3[k] = std::max(wall3[k], other_silent[k]);
+      step4[k] = std::max(wall4[k], other_plain[k]);
+      step5[k] = std::max(wall5[k], other_view[k]);
     }
-    const double m1 = median(wall1), m2 = median(step2), m3 = median(step3);
+    const double m1 = median(wall1), m2 = median(step2), m3 = median(step3), m4 = median(step4), m5 = median(step5);
     std::printf("ddp_step_ms_1r %.3f ms\n", m1);
     std::printf("ddp_step_ms_2r %.3f ms\n", m2);
     std::printf("ddp_scaling_efficiency_2r %.3f ratio\n", m2 > 0 ? m1 / m2 : 0.0);
@@ -255,6 +307,12 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     std::printf("ddp_step_ms_2r_no_comm %.3f ms\n", m3);
     std::printf("ddp_no_comm_efficiency_2r %.3f ratio\n", m3 > 0 ? m1 / m3 : 0.0);
     std::printf("ddp_efficiency_vs_no_comm_2r %.3f ratio\n", m2 > 0 ? m3 / m2 : 0.0);
+    std::printf("ddp_tail_wait_ms_r0 %.3f ms\n", median(tail));
+    std::printf("ddp_tail_wait_ms_r1 %.3f ms\n", median(other_tail));
+    std::printf("plain_step_ms_2r %.3f ms\n", m4);
+    std::printf("plain_concurrent_efficiency_2r %.3f ratio\n", m4 > 0 ? m1 / m4 : 0.0);
+    std::printf("ddp_step_ms_2r_bucket_view %.3f ms\n", m5);
+    std::printf("ddp_scaling_efficiency_2r_bucket_view %.3f ratio\n", m5 > 0 ? m1 / m5 : 0.0);
     std::vector<Tensor> reduced;  // the Reducer's parameter list (see DistributedDataParallel)
     for (auto& [name, p] : replica->named_parameters()) {
       if (p.requires_grad()) reduced.push_back(p);

@@ -21,6 +21,9 @@ struct DistributedDataParallelOptions {
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  /// .grad tensors become views into the communication buckets: one copy of the gradients
+  /// less per step, at the cost of aliasing (Note [Gradient as bucket view] in reducer.cpp).
+  bool gradient_as_bucket_view = false;
   int64_t timeout_ms = 5 * 60 * 1000;
 };
 
@@ -65,6 +68,7 @@ class DistributedDataParallel {
     ReducerOptions ro;
     ro.bucket_cap_bytes = static_cast<int64_t>(options_.bucket_cap_mb * 1024 * 1024);
     ro.find_unused_parameters = options_.find_unused_parameters;
+    ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
     ro.timeout_ms = options_.timeout_ms;
     params_ = params;
     reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, ro);

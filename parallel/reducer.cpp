@@ -23,6 +23,17 @@
 // detected at the next forward (prepare_for_backward) and reported with the parameter names;
 // with it, DDP's forward marks unreachable parameters ready with zero gradient.
 
+// Note [Gradient as bucket view]
+// By default a parameter's gradient is copied into its bucket when it is ready and the
+// averaged bucket is copied back into .grad at the end of backward. With
+// gradient_as_bucket_view (PyTorch's option of that name) each .grad is instead set to a view
+// of its place in the bucket: the average lands in .grad with no copy back, and the gradients
+// take no memory besides the buckets. A gradient that AccumulateGrad summed into that view
+// (zero_grad(set_to_none=false), or accumulation under no_sync()) is already in its bucket and
+// is not copied in either. The cost is aliasing, as in PyTorch: the next synchronized backward
+// overwrites the buckets, so a .grad tensor kept from an earlier iteration changes under its
+// holder, and .grad must not be resized or given another dtype.
+
 namespace ember::parallel {
 
 namespace {
@@ -73,17 +84,29 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   }
   close();
   buckets_.resize(bucket_params_.size());
+  param_pos_.assign(params_.size(), 0);
   for (size_t b = 0; b < bucket_params_.size(); ++b) {
     Bucket& bk = buckets_[b];
     bk.params = bucket_params_[b];
     int64_t off = 0;
     for (size_t i : bk.params) {
       param_bucket_[i] = b;
+      param_pos_[i] = bk.offsets.size();
       bk.offsets.push_back(off);
       off += params_[i].numel();
     }
     const Tensor& p0 = params_[bk.params[0]];
     bk.buffer = zeros({off}, TensorOptions(p0.dtype()).device(p0.device()));
+  }
+  if (options_.gradient_as_bucket_view) {
+    // Gradients that exist already move into their buckets now (Note [Gradient as bucket view]).
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Tensor g = params_[i].grad();
+      if (!g.defined()) continue;
+      Tensor view = bucket_view(i);
+      native::copy_(view, g);
+      params_[i].set_grad(view);
+    }
   }
   ready_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -168,18 +191,23 @@ void Reducer::on_grad_ready(size_t i) {
   if (next_bucket_ == buckets_.size()) finalize_locked();
 }
 
+Tensor Reducer::bucket_view(size_t i) const {
+  const Bucket& b = buckets_[param_bucket_[i]];
+  const Tensor& p = params_[i];
+  return native::view(native::narrow(b.buffer, 0, b.offsets[param_pos_[i]], p.numel()), p.sizes());
+}
+
 void Reducer::mark_ready_locked(size_t i, bool zero) {
   ready_[i] = true;
   Bucket& b = buckets_[param_bucket_[i]];
-  size_t pos = 0;
-  while (b.params[pos] != i) ++pos;
-  Tensor slot = native::narrow(b.buffer, 0, b.offsets[pos], params_[i].numel());
+  Tensor slot = native::narrow(b.buffer, 0, b.offsets[param_pos_[i]], params_[i].numel());
   Tensor g = params_[i].grad();
   if (zero || !g.defined()) {
     native::zero_(slot);
-  } else {
+  } else if (!(options_.gradient_as_bucket_view && g.raw_data() == slot.raw_data() && g.is_contiguous() &&
+               g.dtype() == slot.dtype() && g.numel() == slot.numel())) {
     native::copy_(slot, native::reshape(g, {-1}));
-  }
+  }  // else: AccumulateGrad summed into the bucket view itself (Note [Gradient as bucket view])
   --b.pending;
 }
 
@@ -201,9 +229,12 @@ void Reducer::launch_ready_buckets_locked() {
 void Reducer::finalize_locked() {
   auto backward_end = std::chrono::steady_clock::now();
   double hidden = 0, total = 0;
+  std::chrono::steady_clock::duration waited{};
   const double inv = 1.0 / static_cast<double>(group_->size());
   for (auto& b : buckets_) {
+    const auto wait_start = std::chrono::steady_clock::now();
     b.result.work->wait(options_.timeout_ms);
+    waited += std::chrono::steady_clock::now() - wait_start;
     // Completion time from the Work's callback (it may run just after wait() returned).
     int64_t done_ns = b.done_ns->load();
     auto done = done_ns ? std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(done_ns))
@@ -216,7 +247,9 @@ void Reducer::finalize_locked() {
       Tensor& p = params_[b.params[pos]];
       Tensor avg = native::view(native::narrow(b.buffer, 0, b.offsets[pos], p.numel()), p.sizes());
       Tensor& g = p.mutable_grad();
-      if (!g.defined()) {
+      if (options_.gradient_as_bucket_view) {
+        if (!g.defined() || g.raw_data() != avg.raw_data()) g = avg;  // Note [Gradient as bucket view]
+      } else if (!g.defined()) {
         g = native::clone(avg);
       } else {
         native::copy_(g, avg);
@@ -224,6 +257,7 @@ void Reducer::finalize_locked() {
     }
   }
   last_overlap_ = total > 0 ? hidden / total : 0.0;
+  last_wait_ms_ = std::chrono::duration<double, std::milli>(waited).count();
   expect_backward_ = false;
 }
 

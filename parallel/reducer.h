@@ -44,6 +44,8 @@ struct ReducerOptions {
   int64_t bucket_cap_bytes = 25ll * 1024 * 1024;
   int64_t first_bucket_cap_bytes = 1ll * 1024 * 1024;
   bool find_unused_parameters = false;
+  /// PyTorch's gradient_as_bucket_view: see Note [Gradient as bucket view] in reducer.cpp.
+  bool gradient_as_bucket_view = false;
   /// Bounds every wait on a bucket (DistributedError after it).
   int64_t timeout_ms = 5 * 60 * 1000;
 };
@@ -74,6 +76,9 @@ class Reducer {
   /// Fraction of all_reduce time (launch to completion) that passed before backward ended, for
   /// the benchmark: averaged over buckets of the last finished iteration.
   double last_overlap_fraction() const { return last_overlap_; }
+  /// Milliseconds the end of the last finished backward spent waiting for its buckets'
+  /// all_reduce (the part of communication not hidden, plus waiting for slower ranks).
+  double last_wait_ms() const { return last_wait_ms_; }
   int rank() const { return group_->rank(); }
 
  private:
@@ -92,6 +97,8 @@ class Reducer {
   void mark_ready_locked(size_t param_index, bool zero);
   void launch_ready_buckets_locked();
   void finalize_locked();
+  /// Parameter i's place in its bucket, shaped like the parameter.
+  Tensor bucket_view(size_t param_index) const;
 
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
@@ -99,6 +106,7 @@ class Reducer {
   ReducerOptions options_;
   std::vector<std::vector<size_t>> bucket_params_;
   std::vector<size_t> param_bucket_;  // param -> bucket
+  std::vector<size_t> param_pos_;     // param -> its position in its bucket
   std::vector<int> hook_ids_;
 
   mutable std::mutex mu_;
@@ -109,6 +117,7 @@ class Reducer {
   bool sync_ = true;
   CommHook hook_;
   double last_overlap_ = 0.0;
+  double last_wait_ms_ = 0.0;
 };
 
 }  // namespace ember::parallel

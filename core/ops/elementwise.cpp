@@ -160,7 +160,7 @@ void dispatch_unary(UnaryOp op, double a, double b, DType compute, const kernels
     if (kernels::unary_op_returns_bool(op)) {
       kernels::cpu::cpu_kernel<bool, T>(plan, kernels::BoolUnaryF<T>{op, a});
     } else if constexpr (std::is_floating_point_v<T>) {
-      kernels::cpu::cpu_kernel<T, T>(plan, kernels::FloatUnaryF<T>{op, a, b});
+      kernels::visit_float_unary<T>(op, a, b, [&](auto f) { kernels::cpu::cpu_kernel<T, T>(plan, f); });
     } else {
       kernels::cpu::cpu_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b});
     }

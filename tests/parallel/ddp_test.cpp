@@ -109,10 +109,11 @@ std::vector<std::vector<float>> reference_training(int world, int64_t per_rank, 
 
 }  // namespace
 
-class DdpWorld : public ::testing::TestWithParam<int> {};
+// (world size, gradient_as_bucket_view, zero_grad's set_to_none)
+class DdpWorld : public ::testing::TestWithParam<std::tuple<int, bool, bool>> {};
 
 TEST_P(DdpWorld, SameParametersAsOneProcessOnTheConcatenatedBatch) {
-  const int world = GetParam();
+  const auto [world, as_view, set_to_none] = GetParam();
   const int64_t per_rank = 4;
   const int steps = 10;
   auto expected = reference_training(world, per_rank, steps);
@@ -124,11 +125,12 @@ TEST_P(DdpWorld, SameParametersAsOneProcessOnTheConcatenatedBatch) {
     DistributedDataParallelOptions o;
     o.bucket_cap_mb = 0.0002;  // several buckets even for this small model
     o.timeout_ms = 20000;
+    o.gradient_as_bucket_view = as_view;
     DistributedDataParallel<Net> ddp(net, pg, o);
     EXPECT_GT(ddp.reducer().bucket_parameter_indices().size(), 2u);
     optim::SGD opt(net->parameters(), optim::SGDOptions(0.1));
     for (int s = 0; s < steps; ++s) {
-      opt.zero_grad();
+      opt.zero_grad(set_to_none);
       Tensor x = native::to(native::narrow(global_x(s, per_rank * world), 0, r * per_rank, per_rank), dev);
       Tensor y = native::to(native::narrow(global_y(s, per_rank * world), 0, r * per_rank, per_rank), dev);
       Tensor loss = nn::functional::mse_loss(ddp(x), y);
@@ -140,9 +142,50 @@ TEST_P(DdpWorld, SameParametersAsOneProcessOnTheConcatenatedBatch) {
   for (int r = 0; r < world; ++r) expect_close(got[r], expected, 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, DdpWorld, ::testing::Values(2, 3));
+INSTANTIATE_TEST_SUITE_P(Ranks, DdpWorld,
+                         ::testing::Combine(::testing::Values(2, 3), ::testing::Bool(), ::testing::Bool()));
 
-TEST(Ddp, NoSyncAccumulationEqualsTheLargeBatchStep) {
+// With gradient_as_bucket_view every .grad is a view into a bucket the comm hook was handed,
+// and the averaged values are there without a copy back; without it no .grad aliases a bucket.
+TEST(Ddp, GradientAsBucketViewMakesGradAliasTheBuckets) {
+  for (bool as_view : {false, true}) {
+    SCOPED_TRACE(as_view ? "gradient_as_bucket_view" : "copied gradients");
+    run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+      Device dev = Device::cpu(r);
+      auto net = make_net(dev, 7);
+      DistributedDataParallelOptions o;
+      o.bucket_cap_mb = 0.0002;
+      o.gradient_as_bucket_view = as_view;
+      DistributedDataParallel<Net> ddp(net, pg, o);
+      std::vector<std::pair<const char*, const char*>> ranges;  // [begin, end) of each bucket
+      ddp.register_comm_hook([&](parallel::ProcessGroup& g, parallel::GradBucket& bucket) {
+        const char* b = static_cast<const char*>(bucket.buffer.raw_data());
+        ranges.emplace_back(b, b + bucket.buffer.nbytes());
+        return parallel::CommHookResult{g.all_reduce(bucket.buffer), nullptr};
+      });
+      for (int step = 0; step < 2; ++step) {
+        ranges.clear();
+        net->zero_grad(/*set_to_none=*/true);
+        Tensor x = native::to(native::narrow(global_x(step, 8), 0, r * 4, 4), dev);
+        Tensor y = native::to(native::narrow(global_y(step, 8), 0, r * 4, 4), dev);
+        nn::functional::mse_loss(ddp(x), y).backward();
+        ASSERT_EQ(ranges.size(), ddp.reducer().bucket_parameter_indices().size());
+        for (auto& [name, p] : net->named_parameters()) {
+          const char* g = static_cast<const char*>(p.grad().raw_data());
+          bool inside = false;
+          for (auto& [b, e] : ranges) inside = inside || (g >= b && g + p.grad().nbytes() <= e);
+          EXPECT_EQ(inside, as_view) << name << " on rank " << r << ", step " << step;
+          EXPECT_EQ(p.grad().sizes(), p.sizes()) << name;
+        }
+      }
+    });
+  }
+}
+
+class DdpNoSync : public ::testing::TestWithParam<bool> {};  // gradient_as_bucket_view
+
+TEST_P(DdpNoSync, AccumulationEqualsTheLargeBatchStep) {
+  const bool as_view = GetParam();
   const int world = 2;
   const int64_t per_rank = 4;
   // Reference: one step on the mean over 2 micro-batches x 2 ranks (each micro-batch loss is a
@@ -161,17 +204,24 @@ TEST(Ddp, NoSyncAccumulationEqualsTheLargeBatchStep) {
   run_ranks(world, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
     Device dev = Device::cpu(r);
     auto net = make_net(dev, 7);
-    DistributedDataParallel<Net> ddp(net, pg);
+    DistributedDataParallelOptions o;
+    o.gradient_as_bucket_view = as_view;
+    DistributedDataParallel<Net> ddp(net, pg, o);
     optim::SGD opt(net->parameters(), optim::SGDOptions(0.05));
-    opt.zero_grad();
-    for (int micro = 0; micro < 2; ++micro) {
-      Tensor x = native::to(native::narrow(global_x(micro, per_rank * world), 0, r * per_rank, per_rank), dev);
-      Tensor y = native::to(native::narrow(global_y(micro, per_rank * world), 0, r * per_rank, per_rank), dev);
-      if (micro == 0) {
-        auto guard = ddp.no_sync();
-        nn::functional::mse_loss(ddp(x), y).backward();
-      } else {
-        nn::functional::mse_loss(ddp(x), y).backward();
+    // Two passes over the same micro-batches; only the second steps. The first starts with no
+    // .grad; the second starts from .grad zeroed in place, which with as_view are the bucket
+    // views, so both micro-batches accumulate straight into the buckets.
+    for (int pass = 0; pass < 2; ++pass) {
+      opt.zero_grad(/*set_to_none=*/pass == 0);
+      for (int micro = 0; micro < 2; ++micro) {
+        Tensor x = native::to(native::narrow(global_x(micro, per_rank * world), 0, r * per_rank, per_rank), dev);
+        Tensor y = native::to(native::narrow(global_y(micro, per_rank * world), 0, r * per_rank, per_rank), dev);
+        if (micro == 0) {
+          auto guard = ddp.no_sync();
+          nn::functional::mse_loss(ddp(x), y).backward();
+        } else {
+          nn::functional::mse_loss(ddp(x), y).backward();
+        }
       }
     }
     opt.step();
@@ -179,6 +229,8 @@ TEST(Ddp, NoSyncAccumulationEqualsTheLargeBatchStep) {
   });
   for (int r = 0; r < world; ++r) expect_close(got[r], expected, 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(GradientAsBucketView, DdpNoSync, ::testing::Bool());
 
 TEST(Ddp, UnusedParameterIsReportedByNameOnTheNextIteration) {
   run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {

@@ -244,9 +244,8 @@ void Reducer::finalize_locked() {
     if (b.result.then) b.result.then();
     if (hook_) native::mul_(b.buffer, inv);  // hooks leave the sum; AVG already divided
     for (size_t pos = 0; pos < b.params.size(); ++pos) {
-      Tensor& p = params_[b.params[pos]];
-      Tensor avg = native::view(native::narrow(b.buffer, 0, b.offsets[pos], p.numel()), p.sizes());
-      Tensor& g = p.mutable_grad();
+      Tensor avg = bucket_view(b.params[pos]);
+      Tensor& g = params_[b.params[pos]].mutable_grad();
       if (options_.gradient_as_bucket_view) {
         if (!g.defined() || g.raw_data() != avg.raw_data()) g = avg;  // Note [Gradient as bucket view]
       } else if (!g.defined()) {

@@ -731,6 +731,10 @@ TEST_P(PackedLstmOnDevices, WithoutTotalLengthReplicasDisagreeAndTheErrorSaysSo)
 }
 
 TEST_P(PackedLstmOnDevices, TwentyAdamStepsMatchTheSingleDeviceRun) {
+  // A fixed initialization: Adam amplifies the rounding differences between the split and the
+  // whole batch, and how far depends on the weights (drawn from the default generator, they
+  // would depend on which tests ran before: 1e-5 was exceeded for about one draw in 150).
+  manual_seed(11);
   auto single = std::make_shared<PackedLstm>(batch_first(), true);
   auto wrapped = single->clone_as();
   auto dp = wrap(wrapped);
@@ -749,6 +753,30 @@ TEST_P(PackedLstmOnDevices, TwentyAdamStepsMatchTheSingleDeviceRun) {
   auto a = single->named_parameters(), b = wrapped->named_parameters();
   ASSERT_EQ(a.size(), b.size());
   for (size_t j = 0; j < a.size(); ++j) expect_near(b[j].second, a[j].second, kTol, a[j].first);
+}
+
+// Two identical models under DataParallel get bitwise identical gradients, step after step,
+// whichever replica finishes backward first (Note [Replica gradient sum] in
+// parallel/replicate.cpp). Summed in arrival order, 3 devices gave gradients that differed in
+// the last bits from the first or second step on.
+TEST_P(PackedLstmOnDevices, GradientsAreBitwiseReproducible) {
+  auto m1 = std::make_shared<PackedLstm>(batch_first(), true);
+  auto m2 = m1->clone_as();
+  auto dp1 = wrap(m1), dp2 = wrap(m2);
+  optim::Adam o1(m1->parameters(), optim::AdamOptions(1e-2)), o2(m2->parameters(), optim::AdamOptions(1e-2));
+  for (int step = 0; step < 40; ++step) {
+    auto [x, lengths] = sequence_batch(7, 5, batch_first(), 500 + step);
+    o1.zero_grad();
+    o2.zero_grad();
+    mean(pow((*dp1)(x, lengths), 2.0)).backward();
+    mean(pow((*dp2)(x, lengths), 2.0)).backward();
+    auto a = m1->named_parameters(), b = m2->named_parameters();
+    for (size_t j = 0; j < a.size(); ++j) {
+      ASSERT_EQ(values(a[j].second.grad()), values(b[j].second.grad())) << a[j].first << " at step " << step;
+    }
+    o1.step();
+    o2.step();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuDevices, PackedLstmOnDevices, ::testing::Combine(::testing::Values(2, 3), ::testing::Bool()),

@@ -24,6 +24,17 @@ function(ember_add_library name)
   set_property(GLOBAL APPEND PROPERTY EMBER_INSTALL_TARGETS ${name})
 endfunction()
 
+# Under EMBER_SANITIZE=thread: the TSan runtime options every test runs with. The suppressions
+# name only uninstrumented libraries (tests/support/tsan.supp); die_after_fork=0 lets the tests
+# that fork a multi-threaded process (the thread pool's fork tests, DataLoader workers) go on,
+# which TSan otherwise refuses outright.
+function(ember_sanitizer_test_env test_name)
+  if(EMBER_SANITIZE STREQUAL "thread")
+    set_property(TEST ${test_name} APPEND PROPERTY ENVIRONMENT
+      "TSAN_OPTIONS=die_after_fork=0 suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp")
+  endif()
+endfunction()
+
 # ember_add_test(name SOURCES ... DEPS ... [LABELS ...] [TIMEOUT s] [SERIAL])
 function(ember_add_test name)
   cmake_parse_arguments(A "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
@@ -37,6 +48,7 @@ function(ember_add_test name)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT}
     ENVIRONMENT "EMBER_BUILD_DIR=${PROJECT_BINARY_DIR};EMBER_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  ember_sanitizer_test_env(${name})
   if(A_LABELS)
     set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}")
   endif()

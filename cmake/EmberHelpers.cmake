@@ -5,7 +5,11 @@ function(ember_target_defaults tgt)
   target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${EMBER_WARNINGS}>)
   target_compile_features(${tgt} PUBLIC cxx_std_20)
   if(EMBER_SANITIZE)
-    target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer>)
+    # -Wno-maybe-uninitialized: with -fsanitize=address GCC 12 warns inside libstdc++'s own
+    # std::regex (std::function members of _State, used by dataloader_failure_test), which
+    # -Werror turns into a build failure of the asan preset; the release build keeps the warning.
+    target_compile_options(${tgt} PRIVATE
+      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer -Wno-maybe-uninitialized>)
     target_link_options(${tgt} PUBLIC -fsanitize=${EMBER_SANITIZE})
   endif()
 endfunction()

@@ -17,8 +17,8 @@
 // Note [Replica gradient sum]: the sum goes replica by replica in device-list order, so the
 // result does not depend on which replica finished first. (One node per replica, summed in the
 // engine's input buffer, added in arrival order: with 3 devices (a + b) + c and (a + c) + b
-// round differently, and 20 Adam steps under DataParallel drifted from the single-device run by
-// up to 1.7e-5 in about one run in 30.)
+// round differently, and two identical models under DataParallel got gradients that differed in
+// the last bits from the first steps on; see PackedLstmOnDevices.GradientsAreBitwiseReproducible.)
 // Parameters whose original does not require grad stay detached leaves. Under NoGradGuard the
 // replicas are detached (PyTorch's replicate(detach=True)).
 // Replica 0 is a copy too, even on the source device: reusing the original would make its

@@ -1,6 +1,35 @@
 # Shared build helpers: warnings, sanitizers, library and test registration.
 set(EMBER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
 
+# EMBER_SANITIZE is one sanitizer or a comma list ("address,undefined", the asan-ubsan preset),
+# passed to the compiler as one -fsanitize= flag. EMBER_SANITIZE_ADDRESS / _UNDEFINED / _THREAD
+# say which are in it, for the places that set per-sanitizer options.
+set(EMBER_SANITIZE_ADDRESS OFF)
+set(EMBER_SANITIZE_UNDEFINED OFF)
+set(EMBER_SANITIZE_THREAD OFF)
+string(REPLACE "," ";" _ember_sanitizers "${EMBER_SANITIZE}")
+foreach(_s IN LISTS _ember_sanitizers)
+  if(_s STREQUAL "address")
+    set(EMBER_SANITIZE_ADDRESS ON)
+  elseif(_s STREQUAL "undefined")
+    set(EMBER_SANITIZE_UNDEFINED ON)
+  elseif(_s STREQUAL "thread")
+    set(EMBER_SANITIZE_THREAD ON)
+  else()
+    message(FATAL_ERROR "EMBER_SANITIZE: unknown sanitizer '${_s}' in '${EMBER_SANITIZE}' "
+                        "(expected a comma list of address, undefined, thread)")
+  endif()
+endforeach()
+if(EMBER_SANITIZE_THREAD AND EMBER_SANITIZE_ADDRESS)
+  message(FATAL_ERROR "EMBER_SANITIZE: thread and address cannot be combined")
+endif()
+# UBSan stops at the first report (a report is a failure, not a warning), whether or not the
+# test's environment says halt_on_error; see also ember_sanitizer_test_env.
+set(EMBER_SANITIZE_FLAGS -fsanitize=${EMBER_SANITIZE})
+if(EMBER_SANITIZE_UNDEFINED)
+  list(APPEND EMBER_SANITIZE_FLAGS -fno-sanitize-recover=undefined)
+endif()
+
 function(ember_target_defaults tgt)
   target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${EMBER_WARNINGS}>)
   target_compile_features(${tgt} PUBLIC cxx_std_20)
@@ -12,9 +41,9 @@ function(ember_target_defaults tgt)
     #   -Wno-array-bounds: -fsanitize=undefined, std::vector<Tensor*>'s initializer list of two
     #     pointers grown by push_back in nn/detail/rnn_layer.cpp ("subscript 2 is outside").
     target_compile_options(${tgt} PRIVATE
-      $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer -Wno-maybe-uninitialized
+      $<$<COMPILE_LANGUAGE:CXX>:${EMBER_SANITIZE_FLAGS} -fno-omit-frame-pointer -Wno-maybe-uninitialized
                                 -Wno-array-bounds>)
-    target_link_options(${tgt} PUBLIC -fsanitize=${EMBER_SANITIZE})
+    target_link_options(${tgt} PUBLIC ${EMBER_SANITIZE_FLAGS})
   endif()
 endfunction()
 
@@ -32,14 +61,21 @@ function(ember_add_library name)
   set_property(GLOBAL APPEND PROPERTY EMBER_INSTALL_TARGETS ${name})
 endfunction()
 
-# Under EMBER_SANITIZE=thread: the TSan runtime options every test runs with. The suppressions
-# name only uninstrumented libraries (tests/support/tsan.supp); die_after_fork=0 lets the tests
-# that fork a multi-threaded process (the thread pool's fork tests, DataLoader workers) go on,
-# which TSan otherwise refuses outright.
+# The sanitizer runtime options every test runs with.
+# Thread: the suppressions name only uninstrumented libraries (tests/support/tsan.supp);
+# die_after_fork=0 lets the tests that fork a multi-threaded process (the thread pool's fork
+# tests, DataLoader workers) go on, which TSan otherwise refuses outright.
+# Undefined: halt_on_error and a stack trace (the -fno-sanitize-recover above already stops).
+# Address: the defaults (halt on error, leak check at exit); a test that must differ appends
+# its own ASAN_OPTIONS (process_group_mpi_test: detect_leaks=0).
 function(ember_sanitizer_test_env test_name)
-  if(EMBER_SANITIZE STREQUAL "thread")
+  if(EMBER_SANITIZE_THREAD)
     set_property(TEST ${test_name} APPEND PROPERTY ENVIRONMENT
       "TSAN_OPTIONS=die_after_fork=0 suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp")
+  endif()
+  if(EMBER_SANITIZE_UNDEFINED)
+    set_property(TEST ${test_name} APPEND PROPERTY ENVIRONMENT
+      "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1")
   endif()
 endfunction()
 

@@ -21,6 +21,19 @@
 #include "core/cuda/cuda_backend.h"
 #include "core/error.h"
 
+// See Note [Poisoning in sanitizer builds]. GCC defines __SANITIZE_ADDRESS__, clang answers
+// __has_feature(address_sanitizer) (the fuzz targets are built with clang).
+#if defined(__SANITIZE_ADDRESS__)
+#define EMBER_ALLOCATOR_POISONS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMBER_ALLOCATOR_POISONS 1
+#endif
+#endif
+#if defined(EMBER_ALLOCATOR_POISONS)
+#include <sanitizer/asan_interface.h>
+#endif
+
 // Note [Caching allocator]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
 // One DeviceCachingAllocator per device (cpu:0 .. cpu:63, cuda:0 ..), created lazily by
@@ -65,6 +78,23 @@
 //    before fork and release them in both parent and child (as glibc's malloc does), so a
 //    child forked while another thread was inside the allocator (DataLoader workers) does
 //    not inherit a locked mutex. The child keeps the parent's cache and statistics.
+//
+// Note [Poisoning in sanitizer builds]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// ASan only knows the segments (one aligned_alloc each), so without help it sees no
+// overflow from one block into its neighbour, into the rounding slack, or into a freed block:
+// all of that is memory the program "owns". Under ASan (EMBER_ALLOCATOR_POISONS), for host
+// memory only (CUDA segments are not host addresses), the allocator keeps this invariant:
+// every byte of a segment that is not currently handed out is poisoned.
+//  * A new segment is poisoned whole when it is reserved.
+//  * allocate(n) unpoisons exactly [ptr, ptr + n): the rounding to 512 bytes, and the tail
+//    of a block too small to split, stay poisoned.
+//  * free() poisons the whole block before merging it. A split cuts a free (hence already
+//    poisoned) block, so the tail it leaves in the pool needs no work; the cost of poisoning
+//    stays proportional to the bytes handed out, not to the segment.
+//  * A segment is unpoisoned before it goes back to the backend.
+// An access outside a live allocation is then reported as "use-after-poison"
+// (tests/core/allocator_test.cpp, Allocator.Asan*). Release builds compile none of this.
 
 namespace ember {
 namespace {
@@ -108,6 +138,18 @@ size_t segment_size(size_t rounded) {
   if (rounded <= kSmallSize) return kSmallBuffer;
   if (rounded < kMinLargeAlloc) return kLargeBuffer;
   return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
+}
+
+// See Note [Poisoning in sanitizer builds]. `host` is false for device memory.
+void poison(bool host, const char* ptr, size_t num_bytes) {
+#if defined(EMBER_ALLOCATOR_POISONS)
+  if (host) ASAN_POISON_MEMORY_REGION(ptr, num_bytes);
+#endif
+}
+void unpoison(bool host, const char* ptr, size_t num_bytes) {
+#if defined(EMBER_ALLOCATOR_POISONS)
+  if (host) ASAN_UNPOISON_MEMORY_REGION(ptr, num_bytes);
+#endif
 }
 
 // ---- default CPU backend -----------------------------------------------------------------
@@ -336,6 +378,7 @@ class DeviceCachingAllocator final : public Allocator {
     Block* block = take_free_block(pool, size, stream);
     if (block == nullptr) block = allocate_segment(pool, size, stream);
     maybe_split(block, size);
+    unpoison(device_.is_cpu(), block->ptr, num_bytes);
     block->allocated = true;
     block->requested = size;
     stats_.allocated_bytes.increase(static_cast<int64_t>(size));
@@ -351,6 +394,7 @@ class DeviceCachingAllocator final : public Allocator {
     stats_.allocated_bytes.decrease(static_cast<int64_t>(block->requested));
     stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
     stats_.allocations.decrease(1);
+    poison(device_.is_cpu(), block->ptr, block->size);
     BlockPool& pool = *block->pool;
     if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
       pool.blocks.erase(prev);
@@ -469,6 +513,7 @@ class DeviceCachingAllocator final : public Allocator {
     block->ptr = static_cast<char*>(ptr);
     block->size = got;
     block->stream = stream;
+    poison(device_.is_cpu(), block->ptr, got);
     return block;
   }
 
@@ -487,6 +532,7 @@ class DeviceCachingAllocator final : public Allocator {
         Block* block = *it;
         if (block->prev == nullptr && block->next == nullptr) {
           it = pool->blocks.erase(it);
+          unpoison(device_.is_cpu(), block->ptr, block->size);
           backend_.free(block->ptr, device_.index);
           stats_.reserved_bytes.decrease(static_cast<int64_t>(block->size));
           stats_.segments.decrease(1);

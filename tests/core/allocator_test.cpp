@@ -20,6 +20,20 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/ops/factory.h"
+#include "core/tensor.h"
+
+// The detection core/allocator.cpp uses for Note [Poisoning in sanitizer builds].
+#if defined(__SANITIZE_ADDRESS__)
+#define EMBER_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMBER_TEST_ASAN 1
+#endif
+#endif
+#if defined(EMBER_TEST_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
 
 namespace ember {
 namespace {
@@ -445,6 +459,73 @@ TEST(Allocator, BadDevicesThrow) {
     EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
   }
   EXPECT_THROW(memory_stats(Device::cuda(1)), Error);
+#endif
+}
+
+// ---- Note [Poisoning in sanitizer builds] (core/allocator.cpp) ------------------------------
+#if defined(EMBER_TEST_ASAN)
+bool poisoned(const char* p) { return __asan_address_is_poisoned(p) != 0; }
+#endif
+
+TEST(Allocator, AsanPoisonsEveryByteNotHandedOut) {  // cpu:40
+#if !defined(EMBER_TEST_ASAN)
+  GTEST_SKIP() << "poisoning exists only in AddressSanitizer builds (presets asan, asan-ubsan)";
+#else
+  DataPtr p = alloc(40, 1000);  // rounded to 1024, split off a new 2 MiB small segment
+  char* c = at(p);
+  EXPECT_EQ(__asan_region_is_poisoned(c, 1000), nullptr) << "the requested bytes are usable";
+  EXPECT_TRUE(poisoned(c + 1000));         // the rounding slack
+  EXPECT_TRUE(poisoned(c + 1023));
+  EXPECT_TRUE(poisoned(c + 1024));         // the free tail the split left in the pool
+  EXPECT_TRUE(poisoned(c + 2 * kMiB - 1));
+  p.reset();
+  EXPECT_TRUE(poisoned(c));                // freed and merged back
+  EXPECT_TRUE(poisoned(c + 999));
+  DataPtr q = alloc(40, 10);               // the same block again, unpoisoned to the request only
+  ASSERT_EQ(at(q), c);
+  EXPECT_EQ(__asan_region_is_poisoned(c, 10), nullptr);
+  EXPECT_TRUE(poisoned(c + 10));
+
+  // Large pool: a block handed out whole (the remainder, <= 1 MiB, is too small to split)
+  // keeps everything past the request poisoned.
+  DataPtr a = alloc(40, 3 * kMiB);
+  DataPtr b = alloc(40, 3 * kMiB / 2);     // keeps a's block from merging with the tail
+  char* pa = at(a);
+  a.reset();
+  DataPtr e = alloc(40, 5 * kMiB / 2);     // best fit: a's 3 MiB block, not split
+  ASSERT_EQ(at(e), pa);
+  EXPECT_EQ(memory_stats(Device::cpu(40)).active_bytes - memory_stats(Device::cpu(40)).allocated_bytes,
+            kMiB / 2);
+  EXPECT_EQ(__asan_region_is_poisoned(pa, 5 * kMiB / 2), nullptr);
+  EXPECT_TRUE(poisoned(pa + 5 * kMiB / 2));
+  EXPECT_TRUE(poisoned(pa + 3 * kMiB - 1));
+  EXPECT_FALSE(poisoned(at(b)));
+  // A segment going back to the system is unpoisoned first (or ASan would see its own free of
+  // poisoned memory as a bug in later, unrelated allocations).
+  e.reset();
+  b.reset();
+  q.reset();
+  empty_cache(Device::cpu(40));
+  EXPECT_EQ(memory_stats(Device::cpu(40)).reserved_bytes, 0);
+#endif
+}
+
+// Regression (issue 19, item 2): one byte written past a tensor whose block came out of a
+// segment the allocator already owned went unseen by ASan; it is now a use-after-poison report.
+TEST(Allocator, AsanReportsWriteOnePastTensorInCachedSegment) {  // cpu:41
+#if !defined(EMBER_TEST_ASAN)
+  GTEST_SKIP() << "needs an AddressSanitizer build (presets asan, asan-ubsan) to report the write";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const TensorOptions options = TensorOptions().device(Device::cpu(41));
+  { Tensor warm = zeros({1024}, options); }  // leaves a cached 2 MiB segment behind
+  Tensor before = zeros({64}, options);
+  Tensor t = zeros({3}, options);            // 12 bytes, inside the cached segment
+  Tensor after = zeros({64}, options);
+  ASSERT_EQ(memory_stats(Device::cpu(41)).num_segments, 1);
+  volatile char* bytes = reinterpret_cast<volatile char*>(t.data_ptr<float>());
+  bytes[11] = 1;                             // the last requested byte is fine
+  EXPECT_DEATH(bytes[12] = 1, "use-after-poison");
 #endif
 }
 

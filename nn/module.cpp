@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include "core/ops/native.h"
 
@@ -78,9 +79,21 @@ namespace {
 void collect(const Module& m, const std::string& prefix, bool recurse, bool params, StateDict& out);
 }
 
-StateDict Module::named_parameters(bool recurse) const {
+// Note [Shared parameters]
+// A tensor registered in two places (tied input/output embeddings: the decoder's weight slot
+// holds the encoder's weight) is one parameter. named_parameters() and parameters() list it
+// once, under the first name in registration order (PyTorch's remove_duplicate=True), so that
+// optimizers, clip_grad_norm_, DataParallel and DistributedDataParallel see it once and
+// clip_grad_norm_ does not count its gradient twice. state_dict() keeps every name (a
+// checkpoint has both keys, as PyTorch's does). named_parameters(recurse, false) lists every
+// slot: replicate maps a clone's slots to the original's with it.
+StateDict Module::named_parameters(bool recurse, bool remove_duplicate) const {
   StateDict out;
   collect(*this, "", recurse, true, out);
+  if (remove_duplicate) {
+    std::unordered_set<const TensorImpl*> seen;
+    std::erase_if(out, [&](const auto& entry) { return !seen.insert(entry.second.impl()).second; });
+  }
   return out;
 }
 StateDict Module::named_buffers(bool recurse) const {

@@ -40,7 +40,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // ---- access (recursive names are dotted: "lstm.weight_ih_l0") ------------------------------
   std::vector<Tensor> parameters(bool recurse = true) const;
-  StateDict named_parameters(bool recurse = true) const;
+  /// Each tensor once, under its first name (Note [Shared parameters] in module.cpp);
+  /// remove_duplicate=false lists every registration slot.
+  StateDict named_parameters(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
   StateDict named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;

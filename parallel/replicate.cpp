@@ -1,5 +1,7 @@
 #include "parallel/replicate.h"
 
+#include <unordered_map>
+
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ops/native.h"
@@ -36,28 +38,51 @@ namespace ember::parallel {
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices) {
   EMBER_CHECK_T(ValueError, !devices.empty(), "replicate: expected at least one device, got an empty list");
   const bool grad = autograd::GradMode::is_enabled();
+  // Note [Replica parameters] with Note [Shared parameters] (nn/module.cpp): the node's inputs
+  // are the original's distinct parameters; a clone's registration slots map to them slot by
+  // slot, so a tensor tied in reset() (one tensor in the clone too) is one output, and a tie
+  // made after construction (two tensors in the clone) is two outputs summed into one input.
+  const nn::StateDict original_slots = module.named_parameters(true, /*remove_duplicate=*/false);
   std::vector<Tensor> originals = module.parameters();
+  std::unordered_map<const TensorImpl*, size_t> original_index;
+  for (size_t j = 0; j < originals.size(); ++j) original_index.emplace(originals[j].impl(), j);
   // The parameters that get a gradient: those whose original requires grad (under grad mode).
   std::vector<size_t> tracked;
+  std::vector<int64_t> tracked_pos(originals.size(), -1);
   for (size_t j = 0; j < originals.size(); ++j) {
-    if (grad && originals[j].requires_grad()) tracked.push_back(j);
+    if (grad && originals[j].requires_grad()) {
+      tracked_pos[j] = static_cast<int64_t>(tracked.size());
+      tracked.push_back(j);
+    }
   }
   std::vector<std::shared_ptr<nn::Module>> replicas;
   replicas.reserve(devices.size());
-  std::vector<Tensor> replica_params;  // replica-major: replica i's tracked parameter k at i * |tracked| + k
+  std::vector<Tensor> replica_params;  // replica-major, in slot order: the node's outputs
+  std::vector<size_t> output_input;    // output o -> index into `tracked` (the node's input)
   for (const Device& device : devices) {
     std::shared_ptr<nn::Module> replica;
     {
       nn::detail::ShareCpuParametersGuard share;  // see Note [Replica parameters]
       replica = module.clone(device);
     }
-    std::vector<Tensor> params = replica->parameters();
-    EMBER_INTERNAL_ASSERT(params.size() == originals.size(), "replicate: the clone of ", module.name(), " has ",
-                          params.size(), " parameters, the original ", originals.size());
-    for (size_t j = 0; j < params.size(); ++j) {
-      if (params[j].requires_grad() && !(grad && originals[j].requires_grad())) params[j].requires_grad_(false);
+    nn::StateDict slots = replica->named_parameters(true, /*remove_duplicate=*/false);
+    EMBER_INTERNAL_ASSERT(slots.size() == original_slots.size(), "replicate: the clone of ", module.name(), " has ",
+                          slots.size(), " parameter slots, the original ", original_slots.size());
+    std::unordered_map<const TensorImpl*, size_t> seen;  // replica tensor -> its original's index
+    for (size_t s = 0; s < slots.size(); ++s) {
+      const size_t j = original_index.at(original_slots[s].second.impl());
+      Tensor& p = slots[s].second;
+      auto [it, fresh] = seen.emplace(p.impl(), j);
+      EMBER_CHECK_T(ValueError, fresh || it->second == j, "replicate: the clone of ", module.name(), " ties ",
+                    slots[s].first, " to another parameter, but the original does not (tie weights in reset() "
+                    "or after construction, consistently)");
+      if (!fresh) continue;
+      if (p.requires_grad() && tracked_pos[j] < 0) p.requires_grad_(false);
+      if (tracked_pos[j] >= 0) {
+        replica_params.push_back(p);
+        output_input.push_back(static_cast<size_t>(tracked_pos[j]));
+      }
     }
-    for (size_t j : tracked) replica_params.push_back(params[j]);
     replicas.push_back(std::move(replica));
   }
   if (!tracked.empty()) {
@@ -73,24 +98,20 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
     }
     std::vector<Tensor*> outputs;
     for (Tensor& p : replica_params) outputs.push_back(&p);
-    const size_t num_replicas = devices.size();
     auto node = std::make_shared<autograd::FunctionNode>(
-        "BroadcastBackward", [targets, num_replicas](autograd::FunctionNode& n, autograd::TensorList& g) {
-          // Note [Replica gradient sum]: replica by replica, in device-list order.
-          const size_t count = targets.size();
-          autograd::TensorList r(count);
-          for (size_t k = 0; k < count; ++k) {
-            if (!n.needs_input_grad(k)) continue;
+        "BroadcastBackward", [targets, output_input](autograd::FunctionNode& n, autograd::TensorList& g) {
+          // Note [Replica gradient sum]: outputs are replica-major, so each input's gradient is
+          // summed replica by replica, in device-list order.
+          autograd::TensorList r(targets.size());
+          for (size_t o = 0; o < output_input.size() && o < g.size(); ++o) {
+            const size_t k = output_input[o];
+            if (!n.needs_input_grad(k) || !g[o].defined()) continue;
             const Target& to = targets[k];
-            for (size_t i = 0; i < num_replicas; ++i) {
-              const size_t slot = i * count + k;
-              if (slot >= g.size() || !g[slot].defined()) continue;
-              const Tensor& gi = g[slot];
-              Tensor here = gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
-                                ? nn::detail::alias_on_cpu_device(gi, to.device)
-                                : native::to(gi, to.device, to.dtype);
-              r[k] = r[k].defined() ? native::add(r[k], here) : here;
-            }
+            const Tensor& gi = g[o];
+            Tensor here = gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
+                              ? nn::detail::alias_on_cpu_device(gi, to.device)
+                              : native::to(gi, to.device, to.dtype);
+            r[k] = r[k].defined() ? native::add(r[k], here) : here;
           }
           return r;
         });

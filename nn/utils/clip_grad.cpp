@@ -1,6 +1,7 @@
 #include "nn/utils/clip_grad.h"
 
 #include <cmath>
+#include <unordered_set>
 
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
@@ -23,10 +24,13 @@ double grad_norm(const Tensor& g, double p) {
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
   NoGradGuard no_grad;
+  // Each tensor once: a parameter listed twice (tied weights) has one gradient, counted once
+  // and scaled once (Note [Shared parameters] in nn/module.cpp).
   std::vector<Tensor> grads;
+  std::unordered_set<const TensorImpl*> seen;
   for (const auto& p : parameters) {
     Tensor g = p.grad();
-    if (g.defined()) grads.push_back(g);
+    if (g.defined() && seen.insert(p.impl()).second) grads.push_back(g);
   }
   if (grads.empty()) return 0.0;
   double total = 0.0;

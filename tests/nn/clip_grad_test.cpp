@@ -4,6 +4,10 @@
 
 #include <cmath>
 
+#include "autograd/ops.h"
+#include "nn/container.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
 #include "nn/utils/clip_grad.h"
 #include "tests/nn/nn_test_util.h"
 
@@ -56,6 +60,31 @@ TEST(ClipGradNorm, NonFiniteNormErrorsOnlyWhenAsked) {
       << msg;
   EXPECT_EQ(ps[0].grad().to_vector<double>()[0], 1.0);  // untouched
   EXPECT_TRUE(std::isnan(clip_grad_norm_(ps, 1.0)));
+}
+
+// Regression (issue: tied input/output embeddings registered in both modules made
+// clip_grad_norm_ count and scale that gradient twice, 0.127 instead of 0.5): the norm is the
+// single-counted one and the gradient is scaled once, to exactly max_norm.
+TEST(ClipGradNorm, TiedEmbeddingGradientIsCountedOnce) {
+  Sequential net(std::make_shared<Embedding>(6, 4), std::make_shared<Linear>(4, 6, false));
+  auto emb = std::dynamic_pointer_cast<Embedding>(net.children()[0]);
+  auto dec = std::dynamic_pointer_cast<Linear>(net.children()[1]);
+  dec->weight = emb->weight;
+  *dec->find_parameter("weight") = emb->weight;
+  Tensor ids = from_vector(std::vector<int64_t>{0, 3, 5, 3});
+  Tensor logits = dec->forward(emb->forward(ids));
+  sum(mul(logits, logits)).backward();
+  Tensor g = emb->weight.grad();
+  const double norm = std::sqrt(native::sum(native::mul(g, g), {}, false, kFloat64).item());
+  ASSERT_GT(norm, 1.0);
+  const double total = clip_grad_norm_(net.parameters(), 0.5);
+  EXPECT_NEAR(total, norm, 1e-6 * norm);
+  Tensor clipped = emb->weight.grad();
+  const double after = std::sqrt(native::sum(native::mul(clipped, clipped), {}, false, kFloat64).item());
+  EXPECT_NEAR(after, 0.5, 1e-5);
+  // A list naming the tensor twice (a user's concatenation) is counted once as well.
+  std::vector<Tensor> twice{emb->weight, dec->weight};
+  EXPECT_NEAR(clip_grad_norm_(twice, 10.0), after, 1e-6);
 }
 
 TEST(ClipGradValue, ClampsEveryElement) {

@@ -11,6 +11,7 @@
 #include "nn/embedding.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
+#include "nn/optim/sgd.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace ember::nn {
@@ -35,6 +36,24 @@ TEST(Module, StateDictUsesPyTorchNamesForNestedContainers) {
   EXPECT_EQ(net->parameters().size(), 4u);
   auto ln = LayerNorm({4}, 1e-5, false);
   EXPECT_TRUE(ln.state_dict().empty());
+}
+
+// Regression (tied input/output embeddings listed twice: SGD refused the list and
+// clip_grad_norm_ counted the gradient twice): a tensor registered in two modules is one
+// parameter under its first name; state_dict keeps both keys, as PyTorch's does.
+TEST(Module, TiedWeightIsOneParameterUnderItsFirstName) {
+  Sequential net(std::make_shared<Embedding>(5, 3), std::make_shared<Linear>(3, 5));
+  auto emb = std::dynamic_pointer_cast<Embedding>(net.children()[0]);
+  auto dec = std::dynamic_pointer_cast<Linear>(net.children()[1]);
+  dec->weight = emb->weight;
+  *dec->find_parameter("weight") = emb->weight;
+  EXPECT_EQ(keys(net.named_parameters()), (std::vector<std::string>{"0.weight", "1.bias"}));
+  EXPECT_EQ(net.parameters().size(), 2u);
+  EXPECT_TRUE(net.parameters()[0].is_same(emb->weight));
+  EXPECT_EQ(keys(net.named_parameters(true, /*remove_duplicate=*/false)),
+            (std::vector<std::string>{"0.weight", "1.weight", "1.bias"}));
+  EXPECT_EQ(keys(net.state_dict()), (std::vector<std::string>{"0.weight", "1.weight", "1.bias"}));
+  EXPECT_NO_THROW(optim::SGD(net.parameters(), optim::SGDOptions(0.1)));
 }
 
 TEST(Module, LoadStateDictErrorListsMissingUnexpectedAndMismatchedKeys) {

@@ -26,6 +26,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"
@@ -263,6 +264,29 @@ class PackedLstm : public nn::Cloneable<PackedLstm> {
  private:
   bool batch_first_;
   bool use_total_length_;
+};
+
+/// Embedding -> Linear decoder sharing the embedding's weight (tied input/output embeddings),
+/// tied in reset() or by the caller after construction.
+class TiedLm : public nn::Cloneable<TiedLm> {
+ public:
+  explicit TiedLm(bool tie_in_reset) : nn::Cloneable<TiedLm>("TiedLm"), tie_in_reset_(tie_in_reset) { reset(); }
+  void reset() override {
+    encoder = register_module("encoder", std::make_shared<nn::Embedding>(7, 4));
+    decoder = register_module("decoder", std::make_shared<nn::Linear>(4, 7));
+    if (tie_in_reset_) tie();
+  }
+  void tie() {
+    decoder->weight = encoder->weight;
+    *decoder->find_parameter("weight") = encoder->weight;
+  }
+  Tensor forward(const Tensor& ids) { return decoder->forward(tanh(encoder->forward(ids))); }
+
+  std::shared_ptr<nn::Embedding> encoder;
+  std::shared_ptr<nn::Linear> decoder;
+
+ private:
+  bool tie_in_reset_;
 };
 
 template <class M>
@@ -518,6 +542,29 @@ TEST_P(DataParallelOnDevices, OutputsAndGradientsEqualTheSingleDeviceRun) {
     sum(mul(out, target)).backward();
     auto grads = grads_of(*m);
     for (size_t j = 0; j < grads.size(); ++j) expect_near(grads[j], ref_grads[j], kTol, "grad " + std::to_string(j));
+  }
+}
+
+// Note [Shared parameters]: a tied weight is one parameter for DataParallel too; its gradient
+// (the sum of both uses on every replica) equals the single-device run's, whether the tie is
+// made in reset() (one tensor in each replica) or after construction (two in each replica).
+TEST_P(DataParallelOnDevices, TiedWeightsGetTheSingleDeviceGradient) {
+  for (bool tie_in_reset : {true, false}) {
+    auto m = std::make_shared<TiedLm>(tie_in_reset);
+    if (!tie_in_reset) m->tie();
+    ASSERT_EQ(m->parameters().size(), 2u);
+    Tensor ids = from_vector(std::vector<int64_t>{1, 4, 6, 0, 2, 4, 5, 3});
+    Tensor target = seeded_randn({8, 7}, 61);
+    sum(mul(m->forward(ids), target)).backward();
+    auto ref_grads = grads_of(*m);
+    m->zero_grad();
+    DataParallel<TiedLm> dp(m, devices());
+    sum(mul(dp(ids), target)).backward();
+    auto grads = grads_of(*m);
+    ASSERT_EQ(grads.size(), 2u);
+    for (size_t j = 0; j < grads.size(); ++j) {
+      expect_near(grads[j], ref_grads[j], kTol, "tie_in_reset " + std::to_string(tie_in_reset) + ", grad " + std::to_string(j));
+    }
   }
 }
 

@@ -2,9 +2,10 @@
 // is flattened into a list of tensors (which travel through shared memory, see
 // data/detail/shm_segment.h) plus a small byte string for its structure (vector lengths, map
 // keys, strings, plain numbers); the parent rebuilds the same value around tensors that view
-// the shared memory without a copy. Supported: Tensor, arithmetic types, std::string, and
-// std::vector / std::array / std::pair / std::tuple / std::map<std::string, ...> / std::optional
-// of supported types, nested freely. Specialize BatchCodec for your own batch types.
+// the shared memory without a copy. Supported: Tensor, arithmetic types, std::string, and the
+// nested kinds of core/nested.h (std::vector / std::array / std::pair / std::tuple /
+// std::map<std::string, ...> / std::optional, NestedTensors types such as PackedSequence),
+// nested freely. Specialize BatchCodec for your own batch types.
 // Encoders and decoders are single-threaded values.
 #pragma once
 #include <array>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/nested.h"
 #include "core/tensor.h"
 #include "data/detail/wire.h"
 
@@ -60,112 +62,77 @@ class BatchDecoder {
   detail::ByteReader meta_;
 };
 
+/// Encodes / decodes one value of type T. The containers are the kinds of core/nested.h
+/// (vector, array, pair/tuple, optional, string-keyed map, and NestedTensors types such as
+/// PackedSequence, sent as their tensors); Tensor, numbers, enums and strings are the leaves.
+/// Specialize BatchCodec<T> for your own batch types.
 template <typename T, typename Enable = void>
 struct BatchCodec {
-  static_assert(sizeof(T) == 0,
-                "ember::data::BatchCodec: this batch type cannot be sent from a worker process; use "
-                "Tensor, numbers, strings, std::vector/array/pair/tuple/map<std::string,...>/optional of "
-                "them, or specialize ember::data::BatchCodec<T>");
-};
-
-template <>
-struct BatchCodec<Tensor> {
-  static void encode(const Tensor& t, BatchEncoder& e) { e.add_tensor(t); }
-  static Tensor decode(BatchDecoder& d) { return d.next_tensor(); }
-};
-
-template <typename T>
-struct BatchCodec<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
-  static void encode(const T& v, BatchEncoder& e) { e.put(v); }
-  static T decode(BatchDecoder& d) { return d.get<T>(); }
-};
-
-template <>
-struct BatchCodec<std::string> {
-  static void encode(const std::string& s, BatchEncoder& e) { e.put_string(s); }
-  static std::string decode(BatchDecoder& d) { return d.get_string(); }
-};
-
-template <typename T, typename A>
-struct BatchCodec<std::vector<T, A>> {
-  static void encode(const std::vector<T, A>& v, BatchEncoder& e) {
-    e.put<uint64_t>(v.size());
-    for (const auto& x : v) BatchCodec<T>::encode(x, e);
-  }
-  static std::vector<T, A> decode(BatchDecoder& d) {
-    auto n = d.get<uint64_t>();
-    std::vector<T, A> v;
-    v.reserve(n);
-    for (uint64_t i = 0; i < n; ++i) v.push_back(BatchCodec<T>::decode(d));
-    return v;
-  }
-};
-
-template <typename T, size_t N>
-struct BatchCodec<std::array<T, N>> {
-  static void encode(const std::array<T, N>& v, BatchEncoder& e) {
-    for (const auto& x : v) BatchCodec<T>::encode(x, e);
-  }
-  static std::array<T, N> decode(BatchDecoder& d) {
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      return std::array<T, N>{((void)I, BatchCodec<T>::decode(d))...};
-    }(std::make_index_sequence<N>{});
-  }
-};
-
-template <typename A, typename B>
-struct BatchCodec<std::pair<A, B>> {
-  static void encode(const std::pair<A, B>& p, BatchEncoder& e) {
-    BatchCodec<A>::encode(p.first, e);
-    BatchCodec<B>::encode(p.second, e);
-  }
-  static std::pair<A, B> decode(BatchDecoder& d) {
-    A a = BatchCodec<A>::decode(d);
-    B b = BatchCodec<B>::decode(d);
-    return {std::move(a), std::move(b)};
-  }
-};
-
-template <typename... Ts>
-struct BatchCodec<std::tuple<Ts...>> {
-  static void encode(const std::tuple<Ts...>& t, BatchEncoder& e) {
-    std::apply([&](const auto&... x) { (BatchCodec<std::decay_t<decltype(x)>>::encode(x, e), ...); }, t);
-  }
-  static std::tuple<Ts...> decode(BatchDecoder& d) {
-    // Braced initialization evaluates left to right.
-    return std::tuple<Ts...>{BatchCodec<Ts>::decode(d)...};
-  }
-};
-
-template <typename T, typename C, typename A>
-struct BatchCodec<std::map<std::string, T, C, A>> {
-  static void encode(const std::map<std::string, T, C, A>& m, BatchEncoder& e) {
-    e.put<uint64_t>(m.size());
-    for (const auto& [k, v] : m) {
-      e.put_string(k);
-      BatchCodec<T>::encode(v, e);
+  static void encode(const T& v, BatchEncoder& e) {
+    if constexpr (nested::TensorValue<T>) {
+      e.add_tensor(v);
+    } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+      e.put(v);
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      e.put_string(v);
+    } else if constexpr (nested::CustomValue<T>) {
+      for_each_tensor(v, [&](const Tensor& t) { e.add_tensor(t); });
+    } else if constexpr (nested::VectorValue<T>) {
+      e.put<uint64_t>(v.size());
+      for (const auto& x : v) BatchCodec<typename T::value_type>::encode(x, e);
+    } else if constexpr (nested::ArrayValue<T> || nested::TupleValue<T>) {
+      std::apply([&](const auto&... x) { (BatchCodec<std::decay_t<decltype(x)>>::encode(x, e), ...); }, v);
+    } else if constexpr (nested::OptionalValue<T>) {
+      e.put<uint8_t>(v ? 1 : 0);
+      if (v) BatchCodec<typename T::value_type>::encode(*v, e);
+    } else if constexpr (nested::StringMapValue<T>) {
+      e.put<uint64_t>(v.size());
+      for (const auto& [k, x] : v) {
+        e.put_string(k);
+        BatchCodec<typename T::mapped_type>::encode(x, e);
+      }
+    } else {
+      static_assert(sizeof(T) == 0,
+                    "ember::data::BatchCodec: this batch type cannot be sent from a worker process; use "
+                    "Tensor, numbers, strings, std::vector/array/pair/tuple/map<std::string,...>/optional of "
+                    "them, a NestedTensors type, or specialize ember::data::BatchCodec<T>");
     }
   }
-  static std::map<std::string, T, C, A> decode(BatchDecoder& d) {
-    auto n = d.get<uint64_t>();
-    std::map<std::string, T, C, A> m;
-    for (uint64_t i = 0; i < n; ++i) {
-      std::string k = d.get_string();
-      m.emplace(std::move(k), BatchCodec<T>::decode(d));
-    }
-    return m;
-  }
-};
 
-template <typename T>
-struct BatchCodec<std::optional<T>> {
-  static void encode(const std::optional<T>& v, BatchEncoder& e) {
-    e.put<uint8_t>(v ? 1 : 0);
-    if (v) BatchCodec<T>::encode(*v, e);
-  }
-  static std::optional<T> decode(BatchDecoder& d) {
-    if (d.get<uint8_t>() == 0) return std::nullopt;
-    return BatchCodec<T>::decode(d);
+  static T decode(BatchDecoder& d) {
+    if constexpr (nested::TensorValue<T>) {
+      return d.next_tensor();
+    } else if constexpr (std::is_arithmetic_v<T> || std::is_enum_v<T>) {
+      return d.get<T>();
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      return d.get_string();
+    } else if constexpr (nested::CustomValue<T>) {
+      return map_tensors(T{}, [&](const Tensor&) { return d.next_tensor(); });  // Note [Nested order]
+    } else if constexpr (nested::VectorValue<T>) {
+      auto n = d.get<uint64_t>();
+      T v;
+      v.reserve(n);
+      for (uint64_t i = 0; i < n; ++i) v.push_back(BatchCodec<typename T::value_type>::decode(d));
+      return v;
+    } else if constexpr (nested::ArrayValue<T> || nested::TupleValue<T>) {
+      // Braced initialization evaluates left to right.
+      return [&]<size_t... I>(std::index_sequence<I...>) {
+        return T{BatchCodec<std::tuple_element_t<I, T>>::decode(d)...};
+      }(std::make_index_sequence<std::tuple_size_v<T>>{});
+    } else if constexpr (nested::OptionalValue<T>) {
+      if (d.get<uint8_t>() == 0) return T();
+      return T(BatchCodec<typename T::value_type>::decode(d));
+    } else if constexpr (nested::StringMapValue<T>) {
+      auto n = d.get<uint64_t>();
+      T m;
+      for (uint64_t i = 0; i < n; ++i) {
+        std::string k = d.get_string();
+        m.emplace(std::move(k), BatchCodec<typename T::mapped_type>::decode(d));
+      }
+      return m;
+    } else {
+      static_assert(sizeof(T) == 0, "ember::data::BatchCodec: this batch type cannot be decoded");
+    }
   }
 };
 

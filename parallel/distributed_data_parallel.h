@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "autograd/node.h"
+#include "core/nested.h"
 #include "nn/module.h"
 #include "parallel/reducer.h"
 
@@ -33,16 +34,6 @@ void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, 
 /// Marks which `params` are reachable from the autograd graph of `outputs`.
 std::vector<bool> reachable_parameters(const std::vector<Tensor>& outputs, const std::vector<Tensor>& params);
 
-template <typename T>
-void collect_output_tensors(const T& v, std::vector<Tensor>& out) {
-  if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) {
-    out.push_back(v);
-  } else if constexpr (requires { std::tuple_size<std::decay_t<T>>::value; }) {
-    std::apply([&](const auto&... e) { (collect_output_tensors(e, out), ...); }, v);
-  } else if constexpr (requires { v.data; v.batch_sizes; }) {  // PackedSequence-like
-    out.push_back(v.data);
-  }
-}
 }  // namespace detail
 
 template <class M>
@@ -85,9 +76,8 @@ class DistributedDataParallel {
     if (grad_sync && !options_.find_unused_parameters) reducer_->prepare_for_backward(nullptr);
     auto out = module_->forward(std::forward<Args>(args)...);
     if (grad_sync && options_.find_unused_parameters) {
-      std::vector<Tensor> outs;
-      detail::collect_output_tensors(out, outs);
-      auto used = detail::reachable_parameters(outs, params_);
+      // Every tensor of the output, however nested (core/nested.h).
+      auto used = detail::reachable_parameters(flatten_tensors(out), params_);
       reducer_->prepare_for_backward(&used);
     }
     return out;

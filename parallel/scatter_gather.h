@@ -2,8 +2,8 @@
 // device (ScatterBackward gathers the chunks' gradients back onto the source device); gather
 // concatenates replica outputs on one device (GatherBackward sends each slice of the gradient
 // back to its replica's device). The templates at the bottom scatter a whole argument list
-// (each argument along its own dim) and gather structured outputs (tuples, pairs, vectors,
-// nested, e.g. (output, (h, c))). Thread-safe: functions only read their inputs.
+// (each argument along its own dim) and gather structured outputs (any nested value of
+// core/nested.h, e.g. (output, (h, c))). Thread-safe: functions only read their inputs.
 #pragma once
 #include <cstddef>
 #include <optional>
@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/nested.h"
 #include "core/tensor.h"
 #include "parallel/comm.h"
 
@@ -49,101 +50,64 @@ struct ScatterSpec {
 
 namespace detail {
 
-template <class T>
-struct is_tuple_like : std::false_type {};
-template <class... Ts>
-struct is_tuple_like<std::tuple<Ts...>> : std::true_type {};
-template <class A, class B>
-struct is_tuple_like<std::pair<A, B>> : std::true_type {};
-template <class T>
-struct is_vector : std::false_type {};
-template <class T, class A>
-struct is_vector<std::vector<T, A>> : std::true_type {};
-
-/// True when a value of type T contains tensors that scatter splits (Tensor, vectors of them,
-/// tuples/pairs holding any). Other types are given to every replica unchanged.
-template <class T>
-constexpr bool scatterable() {
-  using U = std::remove_cvref_t<T>;
-  if constexpr (std::is_same_v<U, Tensor>) {
-    return true;
-  } else if constexpr (is_vector<U>::value) {
-    return scatterable<typename U::value_type>();
-  } else if constexpr (is_tuple_like<U>::value) {
-    return []<size_t... I>(std::index_sequence<I...>) {
-      return (scatterable<std::tuple_element_t<I, U>>() || ...);
-    }(std::make_index_sequence<std::tuple_size_v<U>>{});
-  } else {
-    return false;
-  }
-}
-
-/// Size along the scatter dim of every defined tensor in `v`, described for error messages.
+/// Size along the scatter dim of every defined tensor of an argument, described for errors.
 struct BatchProbe {
   int64_t size = -1;
-  std::string first;  // "argument 0 (shape [..], dim 1)"
+  std::string first;  // "argument 0, tensor 1 (shape [..], scatter dim 1)"
   void add(const Tensor& t, int64_t dim, const std::string& where);
 };
 
 template <class T>
 void probe(const T& v, int64_t dim, const std::string& where, BatchProbe& p) {
-  using U = std::remove_cvref_t<T>;
-  if constexpr (std::is_same_v<U, Tensor>) {
+  if constexpr (nested::TensorValue<T>) {
     if (v.defined()) p.add(v, dim, where);
-  } else if constexpr (is_vector<U>::value) {
-    if constexpr (scatterable<typename U::value_type>()) {
-      for (size_t i = 0; i < v.size(); ++i) probe(v[i], dim, where + "[" + std::to_string(i) + "]", p);
-    }
-  } else if constexpr (is_tuple_like<U>::value) {
-    [&]<size_t... I>(std::index_sequence<I...>) {
-      (probe(std::get<I>(v), dim, where + "<" + std::to_string(I) + ">", p), ...);
-    }(std::make_index_sequence<std::tuple_size_v<U>>{});
+  } else {
+    size_t i = 0;
+    for_each_tensor(v, [&](const Tensor& t) {
+      if (t.defined()) p.add(t, dim, where + ", tensor " + std::to_string(i));
+      ++i;
+    });
   }
 }
 
 /// k pieces of `v`: chunks of its tensors (along `dim`, by `sizes`), copies of everything else.
+/// Flattens with for_each_tensor and rebuilds with map_tensors (Note [Nested order]).
 template <class T>
 std::vector<std::remove_cvref_t<T>> split_value(const T& v, int64_t dim, const IntList& sizes,
                                                 const std::vector<Device>& devices) {
   using U = std::remove_cvref_t<T>;
   const size_t k = sizes.size();
-  if constexpr (std::is_same_v<U, Tensor>) {
-    if (!v.defined()) return std::vector<U>(k);
-    return scatter(v, devices, dim, sizes);
-  } else if constexpr (is_vector<U>::value && scatterable<U>()) {
-    std::vector<U> out(k);
-    for (auto& o : out) o.reserve(v.size());
-    for (const auto& e : v) {
-      auto parts = split_value(e, dim, sizes, devices);
-      for (size_t i = 0; i < k; ++i) out[i].push_back(std::move(parts[i]));
-    }
-    return out;
-  } else if constexpr (is_tuple_like<U>::value && scatterable<U>()) {
-    auto parts = [&]<size_t... I>(std::index_sequence<I...>) {
-      return std::make_tuple(split_value(std::get<I>(v), dim, sizes, devices)...);
-    }(std::make_index_sequence<std::tuple_size_v<U>>{});
+  if constexpr (!nested::contains_tensors<U>()) {
+    return std::vector<U>(k, v);
+  } else {
+    std::vector<std::vector<Tensor>> parts;  // parts[j][i]: chunk i of tensor j
+    for_each_tensor(v, [&](const Tensor& t) {
+      parts.push_back(t.defined() ? scatter(t, devices, dim, sizes) : std::vector<Tensor>(k));
+    });
     std::vector<U> out;
     out.reserve(k);
     for (size_t i = 0; i < k; ++i) {
-      out.push_back([&]<size_t... I>(std::index_sequence<I...>) {
-        return U(std::move(std::get<I>(parts)[i])...);
-      }(std::make_index_sequence<std::tuple_size_v<U>>{}));
+      size_t j = 0;
+      out.push_back(map_tensors(v, [&](const Tensor&) { return std::move(parts[j++][i]); }));
     }
     return out;
-  } else {
-    return std::vector<U>(k, v);
   }
 }
 
 }  // namespace detail
 
-/// Scatters an argument list for DataParallel: tensors (also inside vectors, tuples and pairs)
-/// split along their argument's dim, everything else copied to each replica. Returns one tuple
-/// of arguments per chunk (possibly fewer than devices; empty when no argument holds a tensor).
-/// Every tensor must have the same size along its scatter dim; the error names the arguments.
+/// Scatters an argument list for DataParallel: every tensor of an argument (however nested:
+/// vectors, tuples, pairs, arrays, optionals, string maps; core/nested.h) is split along its
+/// argument's dim, everything else copied to each replica. Returns one tuple of arguments per
+/// chunk (possibly fewer than devices; empty when no argument holds a tensor). Every tensor
+/// must have the same size along its scatter dim; the error names the arguments. A
+/// PackedSequence cannot be split along a dim: pack inside forward (the FAQ's pattern).
 template <class... Args>
 std::vector<std::tuple<std::remove_cvref_t<Args>...>> scatter_args(const std::vector<Device>& devices,
                                                                    const ScatterSpec& spec, const Args&... args) {
+  static_assert(!(nested::contains_custom<Args>() || ...),
+                "DataParallel: an argument holds a PackedSequence (or another NestedTensors type), which cannot be "
+                "split along a batch dim; pass the padded batch and its lengths and pack inside forward");
   using Tuple = std::tuple<std::remove_cvref_t<Args>...>;
   detail::BatchProbe p;
   [&]<size_t... I>(std::index_sequence<I...>) {
@@ -165,39 +129,28 @@ std::vector<std::tuple<std::remove_cvref_t<Args>...>> scatter_args(const std::ve
   return out;
 }
 
-/// Gathers replica outputs of type T: a Tensor, or tuples/pairs/vectors of gatherable values,
-/// nested, element by element (e.g. (output, (h, c)) from an LSTM module).
+/// Gathers replica outputs of type T: every tensor of T (however nested, core/nested.h; e.g.
+/// (output, (h, c)) from an LSTM module, or a std::vector<Tensor>) is gathered across replicas,
+/// position by position; values without tensors come from replica 0.
 template <class T>
 T gather(const std::vector<T>& outputs, Device device, int64_t dim = 0) {
   EMBER_CHECK_T(ValueError, !outputs.empty(), "gather: expected the outputs of at least one replica");
-  if constexpr (detail::is_tuple_like<T>::value) {
-    return [&]<size_t... I>(std::index_sequence<I...>) {
-      return T(gather(
-          [&] {
-            std::vector<std::remove_cvref_t<std::tuple_element_t<I, T>>> col;
-            col.reserve(outputs.size());
-            for (const auto& o : outputs) col.push_back(std::get<I>(o));
-            return col;
-          }(),
-          device, dim)...);
-    }(std::make_index_sequence<std::tuple_size_v<T>>{});
-  } else if constexpr (detail::is_vector<T>::value) {
-    T out;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      EMBER_CHECK_T(ValueError, outputs[i].size() == outputs[0].size(), "gather: replica ", i, " returned ",
-                    outputs[i].size(), " values but replica 0 returned ", outputs[0].size());
-    }
-    for (size_t j = 0; j < outputs[0].size(); ++j) {
-      std::vector<typename T::value_type> col;
-      col.reserve(outputs.size());
-      for (const auto& o : outputs) col.push_back(o[j]);
-      out.push_back(gather(col, device, dim));
-    }
-    return out;
-  } else {
-    static_assert(std::is_same_v<T, Tensor>,
-                  "parallel::gather: replica outputs must be Tensors or tuples/pairs/vectors of them");
+  if constexpr (nested::TensorValue<T>) {
     return gather(static_cast<const std::vector<Tensor>&>(outputs), device, dim);
+  } else {
+    static_assert(nested::contains_tensors<T>() && !nested::contains_custom<T>(),
+                  "parallel::gather: replica outputs must hold Tensors (in tuples/pairs/vectors/arrays/optionals/maps); "
+                  "a PackedSequence cannot be concatenated: unpack it with pad_packed_sequence(total_length) first");
+    std::vector<std::vector<Tensor>> columns;  // columns[j][i]: tensor j of replica i
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      std::vector<Tensor> flat = flatten_tensors(outputs[i]);
+      if (i == 0) columns.resize(flat.size());
+      EMBER_CHECK_T(ValueError, flat.size() == columns.size(), "gather: replica ", i, " returned ", flat.size(),
+                    " tensors but replica 0 returned ", columns.size());
+      for (size_t j = 0; j < flat.size(); ++j) columns[j].push_back(std::move(flat[j]));
+    }
+    size_t j = 0;
+    return map_tensors(outputs[0], [&](const Tensor&) { return gather(columns[j++], device, dim); });
   }
 }
 

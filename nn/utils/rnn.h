@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/nested.h"
 #include "core/tensor.h"
 
 namespace ember::nn::utils::rnn {
@@ -66,3 +67,27 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = fal
 PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted = true);
 
 }  // namespace ember::nn::utils::rnn
+
+/// A PackedSequence is a nested value of its four tensors (core/nested.h): DDP finds its data's
+/// graph, a DataLoader worker sends it through shared memory, to() and friends can map it.
+template <>
+struct ember::NestedTensors<ember::nn::utils::rnn::PackedSequence> {
+  static constexpr bool enabled = true;
+  using Seq = ember::nn::utils::rnn::PackedSequence;
+  template <class F>
+  static void for_each(const Seq& v, F&& f) {
+    f(v.data);
+    f(v.batch_sizes);
+    f(v.sorted_indices);
+    f(v.unsorted_indices);
+  }
+  template <class F>
+  static Seq map(const Seq& v, F&& f) {
+    Seq out;  // member by member, in for_each's order (Note [Nested order])
+    out.data = f(v.data);
+    out.batch_sizes = f(v.batch_sizes);
+    out.sorted_indices = f(v.sorted_indices);
+    out.unsorted_indices = f(v.unsorted_indices);
+    return out;
+  }
+};

@@ -92,5 +92,47 @@ TEST(BatchCodec, NestedBatchRoundTrips) {
   EXPECT_FALSE(std::get<4>(r).defined());
 }
 
+// A struct that opts into core/nested.h (as PackedSequence does) travels as its tensors.
+struct Packedish {
+  Tensor data;
+  Tensor sizes;
+};
+
+}  // namespace
+}  // namespace ember::data
+
+template <>
+struct ember::NestedTensors<ember::data::Packedish> {
+  static constexpr bool enabled = true;
+  template <class F>
+  static void for_each(const ember::data::Packedish& v, F&& f) {
+    f(v.data);
+    f(v.sizes);
+  }
+  template <class F>
+  static ember::data::Packedish map(const ember::data::Packedish& v, F&& f) {
+    ember::data::Packedish out;
+    out.data = f(v.data);
+    out.sizes = f(v.sizes);
+    return out;
+  }
+};
+
+namespace ember::data {
+namespace {
+
+TEST(BatchCodec, NestedTensorsTypeRoundTripsAsItsTensors) {
+  using B = std::pair<Packedish, std::vector<Packedish>>;
+  B b{{from_vector<float>({1, 2, 3}), from_vector<int64_t>({2, 1})}, {{from_vector<float>({4}), Tensor()}}};
+  BatchEncoder e = encode_batch(b);
+  EXPECT_EQ(e.tensors().size(), 3u);
+  B r = decode_batch<B>(e.tensors(), e.meta());
+  EXPECT_TRUE(r.first.data.is_same(b.first.data));
+  EXPECT_EQ(ints(r.first.sizes), (std::vector<int64_t>{2, 1}));
+  ASSERT_EQ(r.second.size(), 1u);
+  EXPECT_TRUE(r.second[0].data.is_same(b.second[0].data));
+  EXPECT_FALSE(r.second[0].sizes.defined());
+}
+
 }  // namespace
 }  // namespace ember::data

@@ -284,6 +284,72 @@ TEST(Ddp, FindUnusedParametersMakesItWork) {
   expect_close(got[0], got[1], 0);
 }
 
+// A forward returning std::vector<Tensor> (fc2's and extra's heads).
+struct VectorNet : nn::Cloneable<VectorNet> {
+  std::shared_ptr<nn::Linear> fc1, fc2, extra, unused;
+  VectorNet() : Cloneable("VectorNet") { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 16));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+    extra = register_module("extra", std::make_shared<nn::Linear>(16, 3));
+    unused = register_module("unused", std::make_shared<nn::Linear>(16, 3));
+  }
+  std::vector<Tensor> forward(const Tensor& x) {
+    Tensor h = tanh(fc1->forward(x));
+    return {fc2->forward(h), extra->forward(h)};
+  }
+};
+
+// Regression: DDP's output walker knew Tensor, tuples and PackedSequence but not
+// std::vector<Tensor>, so with find_unused_parameters every parameter was marked unused (ready
+// with a zero gradient) at forward and backward failed with "parameter fc2.bias ... received a
+// gradient twice in one iteration". Now the outputs are walked by core/nested.h: only `unused`
+// is marked unused, and the ranks agree on the averaged gradients of a single process.
+TEST(Ddp, VectorOutputWithFindUnusedParametersDoesNotReceiveAGradientTwice) {
+  std::vector<std::vector<std::vector<float>>> grads(2);
+  std::vector<std::vector<float>> expected;
+  {
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lk(mu);
+    manual_seed(11);
+    VectorNet ref;
+    Tensor x = global_x(0, 8), y = global_y(0, 8);
+    auto outs = ref.forward(x);
+    add(nn::functional::mse_loss(outs[0], y), nn::functional::mse_loss(outs[1], y)).backward();
+    for (auto& p : ref.parameters()) expected.push_back(p.grad().defined() ? p.grad().to_vector<float>() : std::vector<float>());
+  }
+  run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    std::shared_ptr<VectorNet> net;
+    {
+      static std::mutex mu;
+      std::lock_guard<std::mutex> lk(mu);
+      manual_seed(11);
+      net = std::make_shared<VectorNet>();
+      net->to(dev);
+    }
+    DistributedDataParallelOptions o;
+    o.find_unused_parameters = true;
+    o.timeout_ms = 20000;
+    DistributedDataParallel<VectorNet> ddp(net, pg, o);
+    Tensor x = native::to(native::narrow(global_x(0, 8), 0, r * 4, 4), dev);
+    Tensor y = native::to(native::narrow(global_y(0, 8), 0, r * 4, 4), dev);
+    std::vector<Tensor> outs = ddp(x);
+    ASSERT_NO_THROW(add(nn::functional::mse_loss(outs[0], y), nn::functional::mse_loss(outs[1], y)).backward());
+    for (auto& p : net->parameters()) grads[r].push_back(p.grad().defined() ? p.grad().to_vector<float>() : std::vector<float>());
+  });
+  // `unused` gets a zero gradient from DDP (PyTorch's behaviour); the rest equal the one-process run.
+  ASSERT_EQ(grads[0].size(), expected.size());
+  for (size_t i = 0; i + 2 < expected.size(); ++i) {
+    ASSERT_EQ(grads[0][i].size(), expected[i].size()) << "param " << i;
+    for (size_t j = 0; j < expected[i].size(); ++j) EXPECT_NEAR(grads[0][i][j], expected[i][j], 1e-5) << "param " << i;
+  }
+  for (size_t i = expected.size() - 2; i < expected.size(); ++i) {
+    for (float v : grads[0][i]) EXPECT_EQ(v, 0.0f) << "unused param " << i;
+  }
+  expect_close(grads[0], grads[1], 0);
+}
+
 TEST(Ddp, Bf16CompressionHookApproximatesTheAverage) {
   std::vector<std::vector<std::vector<float>>> grads(2);
   run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {

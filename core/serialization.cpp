@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/fd_io.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
@@ -306,21 +307,11 @@ struct Fd {
 
 /// Reads exactly `n` bytes at `offset`; throws Error on an OS error or a short file.
 void pread_exact(int fd, void* buf, uint64_t n, uint64_t offset, const std::string& path) {
-  auto* p = static_cast<char*>(buf);
-  while (n > 0) {
-    size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, uint64_t{1} << 30));
-    ssize_t r = ::pread(fd, p, chunk, static_cast<off_t>(offset));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      EMBER_THROW(Error, "load_safetensors: cannot read '", path, "': ", os_error(errno));
-    }
-    if (r == 0)
-      EMBER_THROW(ValueError, "safetensors file '", path, "': unexpected end of file at byte ", offset,
-                  " (was the file truncated while being read?)");
-    p += r;
-    n -= static_cast<uint64_t>(r);
-    offset += static_cast<uint64_t>(r);
-  }
+  const io::Transfer t = io::pread_full(fd, buf, static_cast<size_t>(n), offset);
+  if (t.error != 0) EMBER_THROW(Error, "load_safetensors: cannot read '", path, "': ", os_error(t.error));
+  if (!t.complete(static_cast<size_t>(n)))
+    EMBER_THROW(ValueError, "safetensors file '", path, "': unexpected end of file at byte ", offset + t.bytes,
+                " (was the file truncated while being read?)");
 }
 
 struct OpenedFile {
@@ -364,16 +355,9 @@ std::string parent_dir(const std::string& path) {
 }
 
 void write_all(int fd, const void* buf, size_t n, const std::string& path, const std::string& tmp) {
-  const char* p = static_cast<const char*>(buf);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, std::min<size_t>(n, size_t{1} << 30));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      EMBER_THROW(Error, "save_safetensors: cannot write '", path, "' (temporary file '", tmp, "'): ", os_error(errno));
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  const io::Transfer t = io::write_full(fd, buf, n);
+  if (!t.complete(n))
+    EMBER_THROW(Error, "save_safetensors: cannot write '", path, "' (temporary file '", tmp, "'): ", os_error(t.error));
 }
 
 /// The temporary file a save writes; removed on destruction unless committed.

@@ -6,7 +6,7 @@
 // ember's default generator); worker i seeds ember's default CPU generator with base_seed + i,
 // then runs worker_init_fn(i); get_worker_info() describes the worker inside it.
 // The loader and its iterators belong to one thread; an iterator must not outlive its loader.
-// Dropping an iterator early reaps its workers (unless persistent) and removes its segments.
+// Dropping an iterator early reaps its workers (unless persistent) and frees its shared memory.
 #pragma once
 #include <iterator>
 #include <memory>

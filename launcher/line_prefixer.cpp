@@ -1,21 +1,10 @@
 #include "launcher/line_prefixer.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 
-namespace ember::launcher {
+#include "core/fd_io.h"
 
-void write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-}
+namespace ember::launcher {
 
 LinePrefixer::LinePrefixer(std::string prefix, int out_fd, int log_fd)
     : prefix_(std::move(prefix)), out_fd_(out_fd), log_fd_(log_fd) {}
@@ -53,8 +42,9 @@ void LinePrefixer::emit(const char* line, size_t n) {
   std::string out;
   out.reserve(prefix_.size() + n + 1);
   out.append(prefix_).append(line, n).push_back('\n');
-  write_all(out_fd_, out.data(), out.size());
-  if (log_fd_ >= 0) write_all(log_fd_, out.data() + prefix_.size(), n + 1);
+  // A closed stdout or a full disk must not stop ember-run: failures are dropped.
+  io::write_full(out_fd_, out.data(), out.size());
+  if (log_fd_ >= 0) io::write_full(log_fd_, out.data() + prefix_.size(), n + 1);
 }
 
 }  // namespace ember::launcher

@@ -27,8 +27,4 @@ class LinePrefixer {
   std::string pending_;  // bytes after the last newline
 };
 
-/// Writes all of data, retrying on EINTR; gives up silently on other errors (a closed
-/// stdout must not bring the launcher down).
-void write_all(int fd, const char* data, size_t n);
-
 }  // namespace ember::launcher

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/cpu_affinity.h"
+#include "core/fd_io.h"
 
 extern char** environ;
 
@@ -170,7 +171,7 @@ void WorkerGroup::start(const GroupEnv& env) {
       if (w->log_fd < 0) throw LaunchError("cannot open log file '" + path + "': " + std::strerror(errno));
       if (env.restart_count > 0) {
         const std::string banner = "--- ember-run: restart " + std::to_string(env.restart_count) + " ---\n";
-        write_all(w->log_fd, banner.data(), banner.size());
+        io::write_full(w->log_fd, banner.data(), banner.size());
       }
     }
     const std::string prefix = "[rank " + std::to_string(w->rank) + "]: ";

@@ -19,15 +19,17 @@
 // socket rather than two pipes so that writes to a dead peer fail with EPIPE instead of
 // raising SIGPIPE). Messages are length-prefixed frames (data/detail/wire.h):
 //   parent -> worker  kFetch(batch id, sample indices) | kReset (new epoch)
-//   worker -> parent  kBatch(batch id, segment name, tensor descriptors, structure bytes)
+//   worker -> parent  kBatch(batch id, buffer size, tensor descriptors, structure bytes) with
+//                     the batch buffer's descriptor attached (see Note [Nameless batches])
 //                     | kError(batch id, exception type, message) | kExhausted(batch id)
 // Batch b of an epoch goes to worker b % num_workers (iterable datasets: the next worker not
 // yet exhausted), so which worker makes which batch, and hence each worker's random stream,
 // depends only on the seed. A worker answers its requests in order; the parent keeps answers
 // in a reorder buffer and hands them out by batch id. A worker exits when its socket reaches
 // end-of-stream (the parent closed it or died) and always leaves through _exit().
-// Shutdown closes every socket, gives workers a moment, SIGKILLs stragglers, reaps them all,
-// then unlinks every segment carrying this engine's prefix (see Note [Segment names]).
+// Shutdown closes every socket, gives workers a moment, SIGKILLs stragglers and reaps them
+// all. Batch buffers have no names, so there is nothing to clean up after anyone: a buffer
+// still queued in a socket is freed with the socket.
 
 namespace ember::data::detail {
 namespace {
@@ -78,10 +80,9 @@ std::string error_frame(uint64_t id, uint8_t type, const std::string& msg) {
   return w.take();
 }
 
-// Worker side: copies the batch's tensors into a fresh segment and describes them.
-// Returns the frame; *segment receives the segment name ("" when all tensors are empty).
-std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& name, const std::string& who,
-                        std::string* segment) {
+// Worker side: copies the batch's tensors into a fresh shared buffer and describes them.
+// Returns the frame; *buffer receives the buffer (left empty when every tensor is empty).
+std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& who, SharedBuffer* buffer) {
   auto& tensors = enc.tensors();
   std::vector<size_t> offsets(tensors.size());
   size_t total = 0;
@@ -94,20 +95,17 @@ std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& name,
     offsets[i] = total;
     total += t.nbytes();
   }
-  segment->clear();
-  std::unique_ptr<ShmMapping> map;
   if (total > 0) {
-    map = create_segment(name, total, who);
-    *segment = name;
-    char* base = static_cast<char*>(map->data());
+    *buffer = create_shared_buffer(total, who);
+    char* base = static_cast<char*>(buffer->mapping->data());
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (tensors[i].nbytes() > 0) std::memcpy(base + offsets[i], tensors[i].raw_data(), tensors[i].nbytes());
     }
+    buffer->mapping.reset();  // the worker is done with it; the descriptor keeps the memory
   }
   ByteWriter w;
   w.put<uint8_t>(kBatch);
   w.put<uint64_t>(id);
-  w.put_string(*segment);
   w.put<uint64_t>(total);
   w.put<uint64_t>(tensors.size());
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -121,8 +119,7 @@ std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& name,
   return w.take();
 }
 
-void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, void* dataset, const WorkerBody& body,
-                 pid_t parent_pid, uint64_t engine_id) {
+void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, void* dataset, const WorkerBody& body) {
   // Ctrl-C reaches the whole process group: let the parent handle it; workers then see
   // end-of-stream and leave (as PyTorch's workers ignore SIGINT).
   std::signal(SIGINT, SIG_IGN);
@@ -144,7 +141,6 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
   };
   if (body.init) capture(init_error, [&] { body.init(worker_id); });
 
-  uint64_t seq = 0;
   std::vector<size_t> indices;
   while (auto frame = recv_frame(fd)) {
     ByteReader r(*frame);
@@ -160,7 +156,8 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
     indices.resize(n);
     if (n > 0) std::memcpy(indices.data(), r.get_bytes(n * sizeof(uint64_t)), n * sizeof(uint64_t));
 
-    std::string reply, segment;
+    std::string reply;
+    SharedBuffer buffer;
     if (init_error) {
       reply = error_frame(id, init_error->first, "worker_init_fn: " + init_error->second);
     } else if (reset_error) {
@@ -176,19 +173,15 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
           w.put<uint64_t>(id);
           reply = w.take();
         } else {
-          reply = batch_frame(id, *enc, segment_name(parent_pid, engine_id, worker_id, seq++), who, &segment);
+          reply = batch_frame(id, *enc, who, &buffer);
         }
       });
       if (err) {
-        if (!segment.empty()) unlink_segment(segment);
-        segment.clear();
+        buffer = SharedBuffer();
         reply = error_frame(id, err->first, err->second);
       }
     }
-    if (!send_frame(fd, reply)) {
-      if (!segment.empty()) unlink_segment(segment);
-      break;
-    }
+    if (!send_frame(fd, reply, buffer.fd.get())) break;
   }
 }
 
@@ -200,7 +193,7 @@ int64_t now_ms() {
 }  // namespace
 
 MultiprocessEngine::MultiprocessEngine(EngineOptions options, void* dataset, WorkerBody body)
-    : options_(options), dataset_(dataset), body_(std::move(body)), id_(g_next_engine_id++), parent_pid_(::getpid()) {
+    : options_(options), dataset_(dataset), body_(std::move(body)), id_(g_next_engine_id++) {
   EMBER_CHECK_T(ValueError, options_.num_workers > 0, "DataLoader: num_workers must be > 0 here, got ",
                 options_.num_workers);
   EMBER_CHECK_T(ValueError, options_.prefetch_factor > 0, "DataLoader: prefetch_factor must be > 0, got ",
@@ -208,8 +201,6 @@ MultiprocessEngine::MultiprocessEngine(EngineOptions options, void* dataset, Wor
 }
 
 MultiprocessEngine::~MultiprocessEngine() { shutdown(); }
-
-std::string MultiprocessEngine::segment_prefix() const { return detail::segment_prefix(parent_pid_, id_); }
 
 std::vector<pid_t> MultiprocessEngine::worker_pids() const {
   std::vector<pid_t> pids;
@@ -224,15 +215,10 @@ std::string MultiprocessEngine::worker_name(int w) const {
 void MultiprocessEngine::start(uint64_t base_seed) {
   EMBER_INTERNAL_ASSERT(!started());
   if (broken_) broken_.reset();
-  parent_pid_ = ::getpid();
   const int n = options_.num_workers;
   try {
     for (int i = 0; i < n; ++i) {
-      pid_t parent = parent_pid_;
-      uint64_t id = id_;
-      workers_.push_back(WorkerProcess::spawn([&, i, parent, id](int fd) {
-        worker_main(fd, i, n, base_seed, dataset_, body_, parent, id);
-      }));
+      workers_.push_back(WorkerProcess::spawn([&, i](int fd) { worker_main(fd, i, n, base_seed, dataset_, body_); }));
     }
   } catch (...) {
     shutdown();
@@ -379,7 +365,8 @@ void MultiprocessEngine::wait_for_results(uint64_t awaited_id) {
 }
 
 bool MultiprocessEngine::receive_from(int w, bool discard) {
-  std::optional<std::string> frame = recv_frame(workers_[w]->fd());
+  io::UniqueFd buffer_fd;
+  std::optional<std::string> frame = recv_frame(workers_[w]->fd(), &buffer_fd);
   if (!frame) return false;
   ByteReader r(*frame);
   auto kind = r.get<uint8_t>();
@@ -392,14 +379,14 @@ bool MultiprocessEngine::receive_from(int w, bool discard) {
   Slot slot;
   slot.worker = w;
   if (kind == kBatch) {
-    std::string name = r.get_string();
     auto total = r.get<uint64_t>();
-    if (discard) {
-      if (!name.empty()) unlink_segment(name);
-      return true;
-    }
+    if (discard) return true;  // closing buffer_fd frees the buffer
     std::shared_ptr<ShmMapping> map;
-    if (total > 0) map = open_and_unlink_segment(name, total);
+    if (total > 0) {
+      EMBER_INTERNAL_ASSERT(buffer_fd.valid(), "DataLoader: ", worker_name(w), " sent a ", total,
+                            "-byte batch without its buffer");
+      map = map_shared_buffer(buffer_fd.get(), total);
+    }
     auto n = r.get<uint64_t>();
     slot.batch.tensors.reserve(n);
     for (uint64_t i = 0; i < n; ++i) {
@@ -492,7 +479,6 @@ void MultiprocessEngine::shutdown(int grace_ms) noexcept {
   workers_.clear();
   pending_.clear();
   inflight_ = 0;
-  unlink_segments_with_prefix(segment_prefix());
 }
 
 }  // namespace ember::data::detail

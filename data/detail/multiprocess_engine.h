@@ -47,7 +47,7 @@ class MultiprocessEngine {
   MultiprocessEngine(EngineOptions options, void* dataset, WorkerBody body);
   MultiprocessEngine(const MultiprocessEngine&) = delete;
   MultiprocessEngine& operator=(const MultiprocessEngine&) = delete;
-  /// Shuts down: reaps every worker and removes every segment of this engine.
+  /// Shuts down: reaps every worker.
   ~MultiprocessEngine();
 
   bool started() const { return !workers_.empty(); }
@@ -63,14 +63,11 @@ class MultiprocessEngine {
   /// Ends the epoch early. keep_workers: wait for the batches in flight, discard them, and keep
   /// the workers for the next epoch (falls back to shutdown on trouble). Otherwise shut down.
   void end_epoch(bool keep_workers);
-  /// Reaps every worker and unlinks every segment this engine's workers may have made. Workers
-  /// get grace_ms to exit on their own (they do at once unless busy with a batch), then SIGKILL.
+  /// Reaps every worker. Workers get grace_ms to exit on their own (they do at once unless busy with a batch), then SIGKILL.
   void shutdown(int grace_ms = 1000) noexcept;
 
   uint64_t id() const { return id_; }
   std::vector<pid_t> worker_pids() const;
-  /// Prefix of every shared-memory segment name of this engine (tests).
-  std::string segment_prefix() const;
 
  private:
   enum class SlotKind { kBatch, kError, kExhausted };
@@ -95,7 +92,6 @@ class MultiprocessEngine {
   void* dataset_;
   WorkerBody body_;
   uint64_t id_;
-  pid_t parent_pid_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
 
   // Epoch state (batch ids are global across epochs of this engine).

@@ -1,6 +1,7 @@
 // Byte-level messages between the DataLoader and its worker processes: a growable
 // ByteWriter / bounds-checked ByteReader for plain values and strings, and length-prefixed
-// frames over a stream socket. Tensor-free. Each function is thread-compatible; one socket
+// frames over an AF_UNIX stream socket, each optionally carrying one file descriptor
+// (SCM_RIGHTS; how batch buffers travel, see Note [Nameless batches]). Tensor-free. Each function is thread-compatible; one socket
 // must not be written (or read) by two threads at once.
 #pragma once
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/fd_io.h"
 
 namespace ember::data::detail {
 
@@ -70,10 +72,14 @@ class ByteReader {
   size_t pos_ = 0;
 };
 
-/// Writes one frame (u64 length + payload). Returns false when the peer is gone (EPIPE,
-/// ECONNRESET); never raises SIGPIPE. Throws ember::Error on other failures.
-bool send_frame(int fd, std::string_view payload);
-/// Reads one whole frame; std::nullopt on a clean end of stream or a reset peer.
-std::optional<std::string> recv_frame(int fd);
+/// Writes one frame (u64 length + payload); with attached_fd >= 0, a duplicate of that
+/// descriptor travels with the frame's first byte (the caller keeps its own). Returns false
+/// when the peer is gone (EPIPE, ECONNRESET); never raises SIGPIPE. Throws ember::Error on
+/// other failures.
+bool send_frame(int fd, std::string_view payload, int attached_fd = -1);
+/// Reads one whole frame; std::nullopt on a clean end of stream or a reset peer. A
+/// descriptor sent with the frame goes to *received_fd (close-on-exec), or is closed when
+/// received_fd is null. Throws ember::Error on other failures.
+std::optional<std::string> recv_frame(int fd, io::UniqueFd* received_fd = nullptr);
 
 }  // namespace ember::data::detail

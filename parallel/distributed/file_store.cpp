@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/fd_io.h"
 
 namespace ember::parallel {
 
@@ -98,15 +99,9 @@ void FileStore::sync_locked(LockedFile& file) {
   }
   if (st.st_size == pos_) return;
   std::vector<uint8_t> buf(static_cast<size_t>(st.st_size - pos_));
-  size_t got = 0;
-  while (got < buf.size()) {
-    ssize_t n = ::pread(file.fd(), buf.data() + got, buf.size() - got, pos_ + static_cast<off_t>(got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      EMBER_THROW(DistributedError, "FileStore: cannot read '", path_, "': ", std::strerror(errno));
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
+  const io::Transfer t = io::pread_full(file.fd(), buf.data(), buf.size(), static_cast<uint64_t>(pos_));
+  if (t.error != 0) EMBER_THROW(DistributedError, "FileStore: cannot read '", path_, "': ", std::strerror(t.error));
+  const size_t got = t.bytes;  // fewer than asked: the file shrank meanwhile; parse what is there
   size_t off = 0;
   while (got - off >= kHeaderBytes) {
     const char op = static_cast<char>(buf[off]);
@@ -149,14 +144,9 @@ void FileStore::append_locked(LockedFile& file, char op, const std::string& raw_
   std::memcpy(rec.data() + 5, &vlen, 4);
   std::memcpy(rec.data() + kHeaderBytes, raw_key.data(), klen);
   if (vlen) std::memcpy(rec.data() + kHeaderBytes + klen, value.data(), vlen);
-  size_t done = 0;
-  while (done < rec.size()) {
-    ssize_t n = ::pwrite(file.fd(), rec.data() + done, rec.size() - done, pos_ + static_cast<off_t>(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      EMBER_THROW(DistributedError, "FileStore: cannot write '", path_, "': ", std::strerror(errno));
-    done += static_cast<size_t>(n);
-  }
+  const io::Transfer t = io::pwrite_full(file.fd(), rec.data(), rec.size(), static_cast<uint64_t>(pos_));
+  if (!t.complete(rec.size()))
+    EMBER_THROW(DistributedError, "FileStore: cannot write '", path_, "': ", std::strerror(t.error));
   pos_ += static_cast<off_t>(rec.size());
   if (op == kOpSet)
     cache_[raw_key] = value;

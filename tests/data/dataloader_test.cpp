@@ -20,7 +20,7 @@ namespace ember::data {
 namespace {
 
 using testing::child_pids;
-using testing::own_segments;
+using testing::batch_mappings;
 
 std::vector<int64_t> ints(const Tensor& t) { return t.to_vector<int64_t>(); }
 
@@ -62,7 +62,7 @@ TEST(DataLoader, WorkersKeepSamplerOrderAndRoundRobin) {
   EXPECT_EQ(expect, 23);
   EXPECT_EQ(batch, 8);
   EXPECT_TRUE(child_pids().empty());
-  EXPECT_TRUE(own_segments().empty());
+  EXPECT_EQ(batch_mappings(), 0u);
 }
 
 // Worker 0 is slow: the reorder buffer must still hand batches out in order.
@@ -113,9 +113,8 @@ TEST(DataLoader, BatchesViewSharedMemoryThatOutlivesTheLoader) {
     DataLoader loader(transform(ds, [](std::vector<Tensor> r) { return r[0]; }) , DataLoaderOptions{.batch_size = 4, .num_workers = 2},
                       [](std::vector<Tensor> s) { return std::make_pair(native::stack(s, 0), native::stack(s, 0)); });
     for (auto& b : loader) kept.push_back(b);
-    // Every batch is still alive, yet no name remains: each was unlinked as soon as it was
-    // mapped. (Inside the loop, segments of batches still being prefetched may exist.)
-    EXPECT_TRUE(own_segments().empty());
+    // One mapping per batch still alive (both of its tensors view it), of a nameless memfd.
+    EXPECT_EQ(batch_mappings(), 3u);
   }
   ASSERT_EQ(kept.size(), 3u);
   EXPECT_EQ(ints(kept[2].first), (std::vector<int64_t>{8, 9, 10, 11}));
@@ -123,6 +122,8 @@ TEST(DataLoader, BatchesViewSharedMemoryThatOutlivesTheLoader) {
   EXPECT_NE(kept[2].first.raw_data(), kept[2].second.raw_data());
   kept[0].first.data_ptr<int64_t>()[0] = 42;  // writable
   EXPECT_EQ(ints(kept[0].first)[0], 42);
+  kept.clear();
+  EXPECT_EQ(batch_mappings(), 0u);  // the last tensor of a batch unmaps it
 }
 
 // The FAQ's bug: an RNG seeded when the dataset is built is copied into every worker.
@@ -274,7 +275,7 @@ TEST(DataLoader, PersistentWorkersAreReusedAcrossEpochs) {
   EXPECT_EQ(a.size(), 10u);
   EXPECT_EQ(loader.persistent_worker_pids(), pids);
   EXPECT_EQ(child_pids().size(), 2u);
-  EXPECT_TRUE(own_segments().empty());
+  EXPECT_EQ(batch_mappings(), 0u);
 }
 
 TEST(DataLoader, PersistentWorkersAreReapedWithTheLoader) {

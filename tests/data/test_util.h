@@ -1,8 +1,9 @@
-// Helpers for the data tests: child processes of this process (from /proc) and this
-// process's DataLoader shared-memory segments (from /dev/shm).
+// Helpers for the data tests: child processes of this process (from /proc), this process's
+// mappings of DataLoader batch buffers (from /proc/self/maps), and ember's entries in /dev/shm.
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <string>
 #include <thread>
@@ -44,9 +45,34 @@ inline std::vector<pid_t> child_pids() {
   return out;
 }
 
-/// Segments in /dev/shm made for loaders of this process.
-inline std::vector<std::string> own_segments() {
-  return detail::list_segments_with_prefix(std::string(detail::kSegmentPrefix) + std::to_string(::getpid()) + "_");
+/// How many batch buffers this process has mapped (one per live batch: its tensors share it).
+inline size_t batch_mappings() {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return 0;
+  size_t n = 0;
+  char line[4096];
+  const std::string needle = std::string("/memfd:") + detail::kBufferName;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::strstr(line, needle.c_str())) ++n;
+  }
+  std::fclose(f);
+  return n;
+}
+
+/// Names in /dev/shm that contain "ember" and `pid` between underscores: what a DataLoader in
+/// process `pid` would have left there, had its batches had names ("ember_dl_<pid>_..." until
+/// issue 19). Filtered by pid because other processes on the machine may use /dev/shm.
+inline std::vector<std::string> ember_devshm_entries_of(pid_t pid) {
+  std::vector<std::string> out;
+  const std::string tag = "_" + std::to_string(pid) + "_";
+  DIR* d = ::opendir("/dev/shm");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.find("ember") != std::string::npos && name.find(tag) != std::string::npos) out.push_back(name);
+  }
+  ::closedir(d);
+  return out;
 }
 
 /// Waits (up to 2 s) for the condition; true when it held.

@@ -1,9 +1,10 @@
-// Tensor-free DataLoader machinery: frames over sockets, shared-memory segments, and forked
-// workers that are always reaped.
+// Tensor-free DataLoader machinery: frames (and descriptors) over sockets, nameless
+// shared-memory buffers, and forked workers that are always reaped.
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <cstring>
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -56,28 +57,73 @@ TEST(Wire, TruncatedMessageThrows) {
   EXPECT_THROW(r.get<uint64_t>(), Error);
 }
 
-TEST(ShmSegment, CreateOpenUnlinkLeavesNothing) {
-  const auto name = detail::segment_name(::getpid(), 999999, 0, 1);
-  {
-    auto w = detail::create_segment(name, 8192, "test");
-    std::memset(w->data(), 7, 8192);
-    EXPECT_EQ(testing::own_segments().size(), 1u);
-    auto r = detail::open_and_unlink_segment(name, 8192);
-    EXPECT_TRUE(testing::own_segments().empty());  // name gone, memory still mapped
-    EXPECT_EQ(static_cast<unsigned char*>(r->data())[8191], 7);
+size_t open_fd_count() {
+  size_t n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+TEST(Wire, DescriptorTravelsWithItsFrame) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  detail::SharedBuffer b = detail::create_shared_buffer(8192, "test");
+  std::memset(b.mapping->data(), 7, 8192);
+  ASSERT_TRUE(detail::send_frame(sv[0], "small", b.fd.get()));
+  ASSERT_TRUE(detail::send_frame(sv[0], std::string(100000, 'x'), b.fd.get()));  // header and payload apart
+  ASSERT_TRUE(detail::send_frame(sv[0], "no descriptor"));
+  for (int i = 0; i < 2; ++i) {
+    io::UniqueFd got;
+    auto f = detail::recv_frame(sv[1], &got);
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(got.valid()) << "frame " << i;
+    EXPECT_NE(got.get(), b.fd.get());
+    auto m = detail::map_shared_buffer(got.get(), 8192);
+    EXPECT_EQ(static_cast<unsigned char*>(m->data())[8191], 7);
   }
-  EXPECT_TRUE(testing::own_segments().empty());
+  io::UniqueFd none;
+  auto f3 = detail::recv_frame(sv[1], &none);
+  ASSERT_TRUE(f3);
+  EXPECT_EQ(*f3, "no descriptor");
+  EXPECT_FALSE(none.valid());
+  // A descriptor nobody asked for is closed, not leaked.
+  const size_t before = open_fd_count();
+  ASSERT_TRUE(detail::send_frame(sv[0], "unwanted", b.fd.get()));
+  EXPECT_EQ(*detail::recv_frame(sv[1]), "unwanted");
+  EXPECT_EQ(open_fd_count(), before);
+  ::close(sv[0]);
+  ::close(sv[1]);
 }
 
-TEST(ShmSegment, UnlinkByPrefixRemovesLeftovers) {
-  for (int i = 0; i < 3; ++i) detail::create_segment(detail::segment_name(::getpid(), 888888, i, 0), 64, "test");
-  EXPECT_EQ(testing::own_segments().size(), 3u);
-  EXPECT_EQ(detail::unlink_segments_with_prefix(detail::segment_prefix(::getpid(), 888888)), 3u);
-  EXPECT_TRUE(testing::own_segments().empty());
+TEST(SharedBuffer, IsAMemfdAndLivesAsLongAsAMapping) {
+  std::unique_ptr<detail::ShmMapping> reader;
+  {
+    detail::SharedBuffer b = detail::create_shared_buffer(8192, "test");
+    std::memset(b.mapping->data(), 7, 8192);
+    reader = detail::map_shared_buffer(b.fd.get(), 8192);
+    EXPECT_EQ(testing::batch_mappings(), 2u);  // counts "/memfd:ember_dl_batch" mappings only
+  }
+  EXPECT_EQ(testing::batch_mappings(), 1u);  // descriptor and creator's mapping gone
+  EXPECT_EQ(static_cast<unsigned char*>(reader->data())[8191], 7);
+  reader.reset();
+  EXPECT_EQ(testing::batch_mappings(), 0u);
 }
 
-TEST(ShmSegment, NoSpaceIsAClearErrorNotSigbus) {
-  // A file-size limit makes tmpfs refuse the reservation as a full /dev/shm would.
+TEST(SharedBuffer, ShorterThanClaimedIsAnErrorNotSigbus) {
+  detail::SharedBuffer b = detail::create_shared_buffer(4096, "test");
+  try {
+    detail::map_shared_buffer(b.fd.get(), 1 << 20);
+    FAIL() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sent a 4096-byte batch buffer for a 1048576-byte batch"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(SharedBuffer, NoSpaceIsAClearErrorNotSigbus) {
+  // A file-size limit makes the kernel refuse the reservation as exhausted memory would.
   pid_t pid = ::fork();
   if (pid == 0) {
     std::signal(SIGXFSZ, SIG_IGN);
@@ -85,9 +131,9 @@ TEST(ShmSegment, NoSpaceIsAClearErrorNotSigbus) {
     ::setrlimit(RLIMIT_FSIZE, &lim);
     int code = 3;
     try {
-      detail::create_segment(detail::segment_name(::getppid(), 777777, 1, 0), 8 << 20, "DataLoader worker 1");
+      detail::create_shared_buffer(8 << 20, "DataLoader worker 1");
     } catch (const Error& e) {
-      code = std::strstr(e.what(), "DataLoader worker 1: /dev/shm has no space for a 8.0 MB batch") ? 0 : 4;
+      code = std::strstr(e.what(), "DataLoader worker 1: no shared memory left for a 8.0 MB batch") ? 0 : 4;
     }
     ::_exit(code);
   }
@@ -95,7 +141,6 @@ TEST(ShmSegment, NoSpaceIsAClearErrorNotSigbus) {
   ASSERT_EQ(::waitpid(pid, &st, 0), pid);
   ASSERT_TRUE(WIFEXITED(st)) << "child died of signal " << WTERMSIG(st);
   EXPECT_EQ(WEXITSTATUS(st), 0);
-  EXPECT_TRUE(testing::own_segments().empty());
 }
 
 TEST(WorkerProcess, EchoesAndExitsOnEndOfStream) {

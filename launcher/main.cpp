@@ -20,6 +20,7 @@
 #include <memory>
 #include <random>
 
+#include "launcher/guardian.h"
 #include "launcher/launch_options.h"
 #include "launcher/signal_watcher.h"
 #include "launcher/worker_group.h"
@@ -65,6 +66,9 @@ std::unique_ptr<TCPStoreServer> start_store(const LaunchOptions& o, int port, co
 
 int run(const LaunchOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
+  // First of all: it must be forked while nothing else exists, and destroyed last, after
+  // the workers are reaped (see Note [Guardian]).
+  ember::launcher::Guardian guardian;
   // Before any thread exists (the store server's), so every thread has the signals blocked.
   ember::launcher::SignalWatcher signals;
 
@@ -86,7 +90,7 @@ int run(const LaunchOptions& o) {
     }
   }
 
-  ember::launcher::WorkerGroup group(o, signals);
+  ember::launcher::WorkerGroup group(o, signals, &guardian);
   std::unique_ptr<TCPStoreServer> store;
   int port = o.master_port;
   for (int attempt = 0;; ++attempt) {

@@ -102,8 +102,8 @@ struct WorkerGroup::Worker {
   bool exited = false;
 };
 
-WorkerGroup::WorkerGroup(const LaunchOptions& options, SignalWatcher& signals)
-    : options_(options), signals_(signals), program_path_(resolve_program(options.program)) {}
+WorkerGroup::WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian)
+    : options_(options), signals_(signals), guardian_(guardian), program_path_(resolve_program(options.program)) {}
 
 WorkerGroup::~WorkerGroup() {
   if (any_live()) {
@@ -207,6 +207,7 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
   const int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const pid_t parent = ::getpid();
   const sigset_t child_mask = signals_.original_mask();
+  const int guardian_fd = guardian_ ? guardian_->fd() : -1;
 
   // --cpu-bind auto: this local rank's block of CPUs, as a mask the child applies before exec.
   cpu_set_t cpu_mask;
@@ -223,6 +224,8 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
   if (pid == 0) {
     // Child. Its own process group, so stop() reaches the worker's children as well.
     ::setpgid(0, 0);
+    // Before anything in the group can start a process: see Note [Guardian].
+    if (guardian_fd >= 0) Guardian::register_self(guardian_fd);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive ember-run
     if (::getppid() != parent) ::_exit(127);
     ::dup2(dev_null >= 0 ? dev_null : STDIN_FILENO, STDIN_FILENO);
@@ -387,7 +390,10 @@ void WorkerGroup::stop(int first_signal) {
     }
   }
   // Grandchildren a worker left behind share its process group: take them down too.
-  for (auto& w : workers_) ::kill(-w->pid, SIGKILL);
+  for (auto& w : workers_) {
+    ::kill(-w->pid, SIGKILL);
+    if (guardian_ && !w->running) guardian_->forget(w->pid);
+  }
   drain_pipes(500);
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/guardian.h"
 #include "launcher/launch_options.h"
 #include "launcher/line_prefixer.h"
 #include "launcher/signal_watcher.h"
@@ -56,8 +57,9 @@ class LaunchError : public std::runtime_error {
 
 class WorkerGroup {
  public:
-  /// Resolves the program on PATH. Throws LaunchError when it is not found.
-  WorkerGroup(const LaunchOptions& options, SignalWatcher& signals);
+  /// Resolves the program on PATH. Throws LaunchError when it is not found. With a
+  /// guardian, every worker registers its process group there (see Note [Guardian]).
+  WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian = nullptr);
   /// Kills and reaps whatever is still running.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -90,6 +92,7 @@ class WorkerGroup {
 
   const LaunchOptions& options_;
   SignalWatcher& signals_;
+  Guardian* guardian_;
   std::string program_path_;
   std::vector<std::unique_ptr<Worker>> workers_;
   int interrupted_by_ = 0;

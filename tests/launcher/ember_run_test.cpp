@@ -103,8 +103,8 @@ class EmberRunTest : public ::testing::Test {
   pid_t read_pid(const std::string& name) const { return std::stoi(slurp(dir_ + "/" + name)); }
 
   // Gone: no such process, or only a zombie left for init to reap.
-  static bool gone(pid_t pid) {
-    for (int i = 0; i < 200; ++i) {
+  static bool gone(pid_t pid, int timeout_ms = 2000) {
+    for (int i = 0; i < timeout_ms / 10; ++i) {
       if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
       std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
       std::string line;
@@ -298,6 +298,27 @@ TEST_F(EmberRunTest, ChildrenOfStoppedWorkersAreStoppedToo) {
   ASSERT_TRUE(r.exited) << Diagnose(r);
   EXPECT_EQ(r.code, 2) << Diagnose(r);
   for (int rank = 0; rank < 2; ++rank) EXPECT_TRUE(gone(read_pid("child_" + std::to_string(rank)))) << rank;
+}
+
+// Issue 19, 6(b): SIGKILLing ember-run took its workers down (parent-death signal), but the
+// workers' own children ran on under PID 1. The guardian sweeps their process groups.
+TEST_F(EmberRunTest, ChildrenOfWorkersDieWhenEmberRunIsSigkilled) {
+  Outcome r = run(cat({"--nproc-per-node", "2"}, worker({"grandchild", "-1", dir_})), {}, [&](pid_t ember_run) {
+    wait_for_files("child_", 2);
+    ::kill(ember_run, SIGKILL);
+  });
+  ASSERT_FALSE(r.exited) << Diagnose(r);
+  // Generous bound: it only turns "never" into a failure.
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_TRUE(gone(read_pid("child_" + std::to_string(rank)), 20'000)) << "grandchild of rank " << rank;
+}
+
+// A worker that succeeds but leaves a child running: the job is over when ember-run returns.
+TEST_F(EmberRunTest, ChildrenOfSucceededWorkersEndWithTheJob) {
+  Outcome r = run(cat({"--nproc-per-node", "2"}, worker({"daemon", dir_})));
+  ASSERT_TRUE(r.exited && r.code == 0) << Diagnose(r);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_TRUE(gone(read_pid("child_" + std::to_string(rank)), 20'000)) << "child of rank " << rank;
 }
 
 TEST_F(EmberRunTest, LogDirGetsOneFilePerRank) {

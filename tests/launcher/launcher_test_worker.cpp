@@ -8,6 +8,8 @@
 //   trap DIR                     record SIGTERM/SIGINT in DIR/signal_<rank>, then exit 0
 //   ignore-term RANK DIR         ignore SIGTERM; RANK exits 1 once all are up
 //   grandchild RANK DIR          fork a sleeping child (DIR/child_<rank>); RANK exits 2
+//                                (RANK -1: nobody fails)
+//   daemon DIR                   fork a sleeping child (DIR/child_<rank>), then exit 0
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -170,6 +172,15 @@ int main(int argc, char** argv) {
     wait_for_all(dir, "child_");
     if (rank() != fail_rank) sleep_until_stopped();
     return 2;
+  }
+  if (mode == "daemon" && argc == 3) {
+    const std::string dir = argv[2];
+    if (::fork() == 0) {
+      write_file(dir + "/child_" + env("RANK"), std::to_string(::getpid()));
+      sleep_until_stopped();
+    }
+    wait_for_all(dir, "child_");
+    return 0;
   }
   std::fprintf(stderr, "launcher_test_worker: bad arguments\n");
   return 64;

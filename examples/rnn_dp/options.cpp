@@ -73,7 +73,7 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --batch-size N        training batch (default 64)
   --lr X                Adam learning rate (default 0.003)
   --seed N              seed of initialization, shuffling and workers (default 0)
-  --limit N             use only the first N train and N test words per language
+  --limit N             N train and N test words per language, spread evenly over each split
   --batch-first B       true: input [B x T]; false: [T x B], scattered on dim 1 (default true)
   --no-total-length     unpack without total_length: DataParallel then fails, as in the FAQ
   --augment P           drop one random byte of a training word with probability P (default 0)

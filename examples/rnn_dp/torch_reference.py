@@ -34,11 +34,17 @@ WORDS_PER_LANGUAGE = 20000
 MIN_BYTES, MAX_BYTES = 2, 24
 
 
+def evenly_spaced(words, limit):
+    n = len(words)
+    return words if limit >= n else [words[i * n // limit] for i in range(limit)]
+
+
 def load_words(dict_dir, limit=None):
     """The recipe (keep in step with wordlang_dataset.cpp): lines stripped; words with "'"
     dropped; kept when 2..24 bytes of UTF-8; every k-th word, k = max(1, n // 20000), the
     first 20,000 of those; word i is test when i % 10 == 0. Returns (train, test) lists of
-    (bytes, label); with `limit`, only the first `limit` train and test words per language."""
+    (bytes, label); with `limit`, `limit` train and `limit` test words per language, spread
+    evenly over each split (word i * n // limit of n)."""
     train, test = [], []
     for label, (name, package) in enumerate(LANGUAGES):
         path = os.path.join(dict_dir, name)
@@ -53,7 +59,7 @@ def load_words(dict_dir, limit=None):
         tr = [(w, label) for i, w in enumerate(chosen) if i % 10 != 0]
         te = [(w, label) for i, w in enumerate(chosen) if i % 10 == 0]
         if limit is not None:
-            tr, te = tr[:limit], te[:limit]
+            tr, te = evenly_spaced(tr, limit), evenly_spaced(te, limit)
         train += tr
         test += te
     return train, test

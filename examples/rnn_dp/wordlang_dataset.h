@@ -51,8 +51,9 @@ struct WordLangSplits {
   std::vector<Word> test;
 };
 
-/// Reads the six word lists from `dict_dir` and applies the recipe. With `limit`, keeps only the
-/// first `limit` train and the first `limit` test words of each language (quick runs, tests).
+/// Reads the six word lists from `dict_dir` and applies the recipe. With `limit`, keeps `limit`
+/// train and `limit` test words of each language, spread evenly over each split (quick runs,
+/// tests; see Note [Word list recipe] in wordlang_dataset.cpp).
 /// Throws ember::Error naming the missing file, its Debian package and scripts/setup.sh when a
 /// word list is absent, and when a list yields fewer than kWordsPerLanguage words.
 WordLangSplits load_wordlang(const std::string& dict_dir = "/usr/share/dict",

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -92,14 +93,15 @@ TEST_F(RnnDp, LossFalls) {
     EXPECT_EQ(m[e]["epoch"].get<int>(), e + 1);
     EXPECT_EQ(m[e]["train_words"].get<int>(), 1200);
     EXPECT_TRUE(m[e]["data_parallel"].get<bool>());
-    // (No accuracy bound: with --limit the words are the alphabetically first few hundred of each
-    // list, whose test split does not resemble its training split; PyTorch shows the same.)
-    EXPECT_GE(m[e]["test_acc"].get<double>(), 0.0);
     EXPECT_LE(m[e]["test_acc"].get<double>(), 1.0);
   }
   const double first = m[0]["loss"].get<double>(), last = m[1]["loss"].get<double>();
   EXPECT_LT(first, std::log(6.0));  // below chance level already over the first epoch
-  EXPECT_LT(last, 0.8 * first) << "loss did not fall: " << first << " -> " << last;
+  // Seen: 1.743 -> 1.563, test_acc 0.339 -> 0.409 (--limit spreads its words over each split, so
+  // the test words resemble the training words and accuracy rises with the loss).
+  EXPECT_LT(last, 0.95 * first) << "loss did not fall: " << first << " -> " << last;
+  EXPECT_GT(m[1]["test_acc"].get<double>(), 0.3) << "chance is 1/6";
+  EXPECT_GT(m[1]["test_acc"].get<double>(), m[0]["test_acc"].get<double>());
   for (int e = 1; e <= 2; ++e) EXPECT_TRUE(fs::exists(dp.ckpt() / ("epoch-" + std::to_string(e) + ".safetensors")));
   EXPECT_TRUE(fs::exists(dp.last()));
 }
@@ -193,6 +195,48 @@ TEST_F(RnnDp, NoTotalLengthFailsWithDataParallelsError) {
   TrainingRun single(*root_, "no_total_length_single");
   r = single.exec(kShort + " --epochs 1 --single-device --no-total-length");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// Regression: --limit took the alphabetically first N words of each split, so a quick run trained
+// on words A..C and tested on a ten times wider range (test_acc stuck near 0.3 while the loss fell).
+TEST(RnnDpData, LimitDrawsTrainAndTestWordsFromTheSameRange) {
+  if (!have_word_lists()) GTEST_SKIP() << "the word lists are not installed (scripts/setup.sh installs them)";
+  const rnn_dp::WordLangSplits full = rnn_dp::load_wordlang(kDictDir);
+  const rnn_dp::WordLangSplits small = rnn_dp::load_wordlang(kDictDir, 200);
+  ASSERT_EQ(small.train.size(), 6u * 200);
+  ASSERT_EQ(small.test.size(), 6u * 200);
+  for (int64_t label = 0; label < 6; ++label) {
+    auto words_of = [label](const std::vector<rnn_dp::Word>& split) {
+      std::vector<std::string> out;
+      for (const rnn_dp::Word& w : split)
+        if (w.label == label) out.push_back(w.bytes);
+      return out;
+    };
+    const std::vector<std::string> train = words_of(small.train), test = words_of(small.test);
+    ASSERT_EQ(train.size(), 200u);
+    ASSERT_EQ(test.size(), 200u);
+    // Every limited word is a word of the same split of the full recipe.
+    const std::vector<std::string> full_train = words_of(full.train), full_test = words_of(full.test);
+    const std::set<std::string> full_train_set(full_train.begin(), full_train.end());
+    const std::set<std::string> full_test_set(full_test.begin(), full_test.end());
+    for (const std::string& w : train) EXPECT_TRUE(full_train_set.count(w)) << w;
+    for (const std::string& w : test) EXPECT_TRUE(full_test_set.count(w)) << w;
+    // Both splits span the full split's range: the first word of each lies in the first 1% of its
+    // full split, the last in the last 1%; and about half the training words come before the
+    // median test word in the word list (the old head-of-list subset put all of them before it).
+    // Positions are relative to each full split, which interleave in the word list's order.
+    auto position = [](const std::vector<std::string>& in, const std::string& w) {
+      return static_cast<double>(std::find(in.begin(), in.end(), w) - in.begin()) / static_cast<double>(in.size());
+    };
+    EXPECT_LT(position(full_train, train.front()), 0.01) << "language " << label;
+    EXPECT_GT(position(full_train, train.back()), 0.99) << "language " << label;
+    EXPECT_LT(position(full_test, test.front()), 0.01) << "language " << label;
+    EXPECT_GT(position(full_test, test.back()), 0.99) << "language " << label;
+    const double test_median = position(full_test, test[test.size() / 2]);
+    const auto below = std::count_if(train.begin(), train.end(),
+                                     [&](const std::string& w) { return position(full_train, w) < test_median; });
+    EXPECT_NEAR(static_cast<double>(below) / static_cast<double>(train.size()), 0.5, 0.1) << "language " << label;
+  }
 }
 
 TEST(RnnDpCli, BadFlagsExitWith2AndSayWhy) {

@@ -3,11 +3,52 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/ops/factory.h"
 #include "core/ops/native.h"
 
 namespace ember::parallel::detail {
 
-void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, int64_t timeout_ms) {
+// Note [Join]
+// Uneven inputs, as PyTorch's Join: inside ddp.join(fn) every forward starts with one small
+// all_reduce (a float tensor of world + 1 slots: slot r is 1 when rank r is still training,
+// the last slot counts the ranks that will reduce gradients in this iteration's backward).
+// When rank r's loop ends, join() keeps answering those rounds with zeros and, for each round
+// whose ranks reduce gradients, runs the same bucket all_reduces on zero buckets
+// (Reducer::shadow_all_reduce), so the ranks still training never wait for it. The gradient
+// buckets are then all_reduced with SUM and divided by the world size
+// (divide_by_initial_world_size, PyTorch's default) or by the ranks that contributed.
+// Buffers are broadcast from the highest rank still training (PyTorch's authoritative rank)
+// instead of rank 0, which may have joined. A round with no rank active ends join() on every
+// rank at the same round; the last rank to join (the highest active rank of the last round
+// that had one) then broadcasts its parameters and buffers, so every rank ends with the
+// model of the ranks that trained longest. Every rank sees the same rounds, so they agree on
+// it without another message.
+
+JoinRound join_round(ProcessGroup& group, Device device, bool active, bool grad_sync, int64_t timeout_ms) {
+  const int world = group.size();
+  Tensor flags = zeros({world + 1}, TensorOptions(kFloat32).device(device));
+  if (active) {
+    Tensor mine = native::narrow(flags, 0, group.rank(), 1);
+    native::fill_(mine, 1.0);
+    if (grad_sync) {
+      Tensor sync = native::narrow(flags, 0, world, 1);
+      native::fill_(sync, 1.0);
+    }
+  }
+  group.all_reduce(flags, ReduceOp::SUM)->wait(timeout_ms);
+  std::vector<float> v = native::to(flags, Device::cpu(), kFloat32).to_vector<float>();
+  JoinRound round;
+  for (int r = 0; r < world; ++r) {
+    if (v[r] > 0.5f) {
+      ++round.active;
+      round.last_active_rank = r;
+    }
+  }
+  round.sync = v[world] > 0.5f;
+  return round;
+}
+
+void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, int64_t timeout_ms, int root) {
   if (group.size() == 1 || tensors.empty()) return;
   // Coalesce per dtype into one flat buffer: one collective instead of one per tensor.
   std::vector<DType> order;
@@ -20,7 +61,7 @@ void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, 
       if (t.dtype() == dt) parts.push_back(native::reshape(native::contiguous(t), {-1}));
     }
     Tensor flat = native::cat(parts, 0);
-    group.broadcast(flat, 0)->wait(timeout_ms);
+    group.broadcast(flat, root)->wait(timeout_ms);
     NoGradGuard no_grad;
     int64_t off = 0;
     for (const auto& t : tensors) {

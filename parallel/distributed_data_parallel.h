@@ -3,7 +3,8 @@
 // At construction rank 0's parameters and buffers are broadcast to every rank; buffers are
 // broadcast again before each forward (broadcast_buffers). no_sync() accumulates gradients
 // locally; the next synchronized backward reduces the accumulated sums. Like PyTorch's DDP:
-// every rank must run forward/backward the same number of times. Not thread-safe (one training
+// every rank must run forward/backward the same number of times, unless the loops run inside
+// join() (uneven inputs, Note [Join]). Not thread-safe (one training
 // loop per rank); the module is shared with the caller.
 #pragma once
 #include <memory>
@@ -28,9 +29,26 @@ struct DistributedDataParallelOptions {
   int64_t timeout_ms = 5 * 60 * 1000;
 };
 
+/// Options of DistributedDataParallel::join (PyTorch's Join / ddp.join()).
+struct JoinOptions {
+  /// true (PyTorch's default): gradients summed over the ranks still training are divided by
+  /// the world size, so a rank that joined counts as a zero gradient. false: divided by the
+  /// number of ranks that contributed this iteration (their average).
+  bool divide_by_initial_world_size = true;
+};
+
 namespace detail {
-/// Broadcasts every tensor from rank 0 (in order; all ranks must pass the same shapes).
-void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, int64_t timeout_ms);
+/// Broadcasts every tensor from `root` (in order; all ranks must pass the same shapes).
+void broadcast_tensors(ProcessGroup& group, const std::vector<Tensor>& tensors, int64_t timeout_ms, int root = 0);
+
+/// One round of Note [Join]: what every rank said before an iteration.
+struct JoinRound {
+  int active = 0;             // ranks still training
+  int last_active_rank = -1;  // the highest of them: buffers come from it
+  bool sync = false;          // whether they reduce gradients in this iteration's backward
+};
+/// All-reduces one small tensor on `device`: rank r marks itself active, and whether it syncs.
+JoinRound join_round(ProcessGroup& group, Device device, bool active, bool grad_sync, int64_t timeout_ms);
 /// Marks which `params` are reachable from the autograd graph of `outputs`.
 std::vector<bool> reachable_parameters(const std::vector<Tensor>& outputs, const std::vector<Tensor>& params);
 
@@ -62,6 +80,7 @@ class DistributedDataParallel {
     ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
     ro.timeout_ms = options_.timeout_ms;
     params_ = params;
+    device_ = params.empty() ? Device::cpu() : params[0].device();
     reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, ro);
   }
 
@@ -69,9 +88,16 @@ class DistributedDataParallel {
   template <typename... Args>
   auto operator()(Args&&... args) {
     bool grad_sync = autograd::GradMode::is_enabled() && module_->is_training() && reducer_->sync();
+    int buffer_root = 0;
+    if (joining_) {  // Note [Join] in distributed_data_parallel.cpp
+      detail::JoinRound round = detail::join_round(*group_, device_, true, grad_sync, options_.timeout_ms);
+      last_joiner_ = round.last_active_rank;
+      buffer_root = round.last_active_rank;
+      reducer_->set_join_divisor(join_options_.divide_by_initial_world_size ? group_->size() : round.active);
+    }
     if (options_.broadcast_buffers && group_->size() > 1) {
       auto bufs = module_->buffers();
-      if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms);
+      if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, buffer_root);
     }
     if (grad_sync && !options_.find_unused_parameters) reducer_->prepare_for_backward(nullptr);
     auto out = module_->forward(std::forward<Args>(args)...);
@@ -99,6 +125,46 @@ class DistributedDataParallel {
   };
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
+  /// Runs this rank's training loop `fn()` for inputs of uneven length (PyTorch's ddp.join()):
+  /// every rank calls join. Once this rank's loop has returned, it shadows the collectives of
+  /// the ranks still training (zeros into their gradient all_reduces, their buffer broadcasts)
+  /// until every rank has joined; then all ranks take the parameters and buffers of the last
+  /// rank to join. See Note [Join]. Without join, a rank that runs out of batches leaves the
+  /// others in a collective until the process group's timeout (a DistributedError naming it).
+  template <class Fn>
+  void join(Fn&& fn, JoinOptions options = {}) {
+    EMBER_CHECK_T(ValueError, !joining_, "DistributedDataParallel::join: already inside join()");
+    joining_ = true;
+    join_options_ = options;
+    last_joiner_ = -1;
+    struct Reset {
+      DistributedDataParallel* ddp;
+      ~Reset() {
+        ddp->joining_ = false;
+        ddp->reducer_->set_join_divisor(0);
+      }
+    } reset{this};
+    fn();
+    if (group_->size() == 1) return;
+    while (true) {
+      detail::JoinRound round = detail::join_round(*group_, device_, false, false, options_.timeout_ms);
+      if (round.active == 0) break;
+      last_joiner_ = round.last_active_rank;
+      if (options_.broadcast_buffers) {
+        auto bufs = module_->buffers();
+        if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, round.last_active_rank);
+      }
+      if (round.sync) reducer_->shadow_all_reduce();
+    }
+    if (last_joiner_ >= 0) {
+      std::vector<Tensor> state = module_->parameters();
+      for (auto& b : module_->buffers()) state.push_back(b);
+      detail::broadcast_tensors(*group_, state, options_.timeout_ms, last_joiner_);
+    }
+  }
+  /// The rank whose model every rank took at the end of the last join() (-1: none needed).
+  int last_joiner() const { return last_joiner_; }
+
   void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
   std::shared_ptr<M> module() const { return module_; }
   ProcessGroup& process_group() const { return *group_; }
@@ -109,7 +175,11 @@ class DistributedDataParallel {
   std::shared_ptr<ProcessGroup> group_;
   DistributedDataParallelOptions options_;
   std::vector<Tensor> params_;
+  Device device_ = Device::cpu();
   std::unique_ptr<Reducer> reducer_;
+  bool joining_ = false;
+  JoinOptions join_options_;
+  int last_joiner_ = -1;
 };
 
 }  // namespace ember::parallel

@@ -216,7 +216,9 @@ void Reducer::launch_ready_buckets_locked() {
     Bucket& b = buckets_[next_bucket_];
     GradBucket gb{next_bucket_, b.buffer, b.params};
     b.launch_time = std::chrono::steady_clock::now();
-    b.result = hook_ ? hook_(*group_, gb) : CommHookResult{group_->all_reduce(b.buffer, ReduceOp::AVG), nullptr};
+    b.result = hook_ ? hook_(*group_, gb)
+                     : CommHookResult{group_->all_reduce(b.buffer, join_divisor_ ? ReduceOp::SUM : ReduceOp::AVG),
+                                      nullptr};
     b.done_ns->store(0);
     b.result.work->add_callback([done = b.done_ns](Work&) {
       done->store(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -226,14 +228,37 @@ void Reducer::launch_ready_buckets_locked() {
   }
 }
 
+void Reducer::shadow_all_reduce() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<CommHookResult> results;
+  for (size_t index = 0; index < buckets_.size(); ++index) {
+    Bucket& b = buckets_[index];
+    native::zero_(b.buffer);
+    GradBucket gb{index, b.buffer, b.params};
+    results.push_back(hook_ ? hook_(*group_, gb) : CommHookResult{group_->all_reduce(b.buffer, ReduceOp::SUM), nullptr});
+  }
+  for (auto& r : results) {
+    r.work->wait(options_.timeout_ms);
+    if (r.then) r.then();
+  }
+}
+
 void Reducer::finalize_locked() {
   auto backward_end = std::chrono::steady_clock::now();
   double hidden = 0, total = 0;
   std::chrono::steady_clock::duration waited{};
-  const double inv = 1.0 / static_cast<double>(group_->size());
-  for (auto& b : buckets_) {
+  const double inv = 1.0 / static_cast<double>(join_divisor_ ? join_divisor_ : group_->size());
+  for (size_t index = 0; index < buckets_.size(); ++index) {
+    Bucket& b = buckets_[index];
     const auto wait_start = std::chrono::steady_clock::now();
-    b.result.work->wait(options_.timeout_ms);
+    try {
+      b.result.work->wait(options_.timeout_ms);
+    } catch (const TimeoutError& e) {
+      expect_backward_ = false;
+      EMBER_THROW(DistributedError, "DistributedDataParallel: rank ", group_->rank(), " waited ", options_.timeout_ms,
+                  " ms for bucket ", index, "'s all_reduce: another rank stopped calling collectives (its loop "
+                  "ended with fewer batches? wrap every rank's loop in ddp.join()): ", e.what());
+    }
     waited += std::chrono::steady_clock::now() - wait_start;
     // Completion time from the Work's callback (it may run just after wait() returned).
     int64_t done_ns = b.done_ns->load();
@@ -242,7 +267,7 @@ void Reducer::finalize_locked() {
     total += std::chrono::duration<double>(done - b.launch_time).count();
     hidden += std::chrono::duration<double>(std::min(done, backward_end) - b.launch_time).count();
     if (b.result.then) b.result.then();
-    if (hook_) native::mul_(b.buffer, inv);  // hooks leave the sum; AVG already divided
+    if (hook_ || join_divisor_) native::mul_(b.buffer, inv);  // hooks and join leave the sum; AVG divided
     for (size_t pos = 0; pos < b.params.size(); ++pos) {
       Tensor avg = bucket_view(b.params[pos]);
       Tensor& g = params_[b.params[pos]].mutable_grad();

@@ -71,6 +71,14 @@ class Reducer {
   void set_sync(bool sync) { sync_ = sync; }
   bool sync() const { return sync_; }
   void register_comm_hook(CommHook hook);
+  /// Under DistributedDataParallel::join: the buckets are all_reduced with SUM and divided by
+  /// `divisor` (the ranks that contributed, or the initial world size); 0 restores AVG over
+  /// the world. Set by DDP's forward before the backward it prepares.
+  void set_join_divisor(int divisor) { join_divisor_ = divisor; }
+  /// For a rank that has joined: runs every bucket's reduction (the comm hook's, if any) on
+  /// zeros, in bucket order, as the ranks still training do in their backward, and waits for
+  /// them (Note [Join] in distributed_data_parallel.cpp).
+  void shadow_all_reduce();
 
   const std::vector<std::vector<size_t>>& bucket_parameter_indices() const { return bucket_params_; }
   /// Fraction of all_reduce time (launch to completion) that passed before backward ended, for
@@ -116,6 +124,7 @@ class Reducer {
   bool expect_backward_ = false;      // guarded by mu_
   bool sync_ = true;
   CommHook hook_;
+  int join_divisor_ = 0;
   double last_overlap_ = 0.0;
   double last_wait_ms_ = 0.0;
 };

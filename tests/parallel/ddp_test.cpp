@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <latch>
 #include <mutex>
 #include <thread>
 
@@ -63,7 +64,8 @@ std::shared_ptr<Net> make_net(Device d, uint64_t seed) {
 }
 
 // Runs `fn(rank, group)` on `world` threads, each with its own ProcessGroupTCP.
-void run_ranks(int world, const std::function<void(int, std::shared_ptr<parallel::ProcessGroup>)>& fn) {
+void run_ranks(int world, const std::function<void(int, std::shared_ptr<parallel::ProcessGroup>)>& fn,
+               int64_t group_timeout_ms = 20000) {
   auto store = std::make_shared<parallel::HashStore>();
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(world);
@@ -71,7 +73,7 @@ void run_ranks(int world, const std::function<void(int, std::shared_ptr<parallel
     threads.emplace_back([&, r] {
       try {
         parallel::ProcessGroupTCPOptions o;
-        o.timeout_ms = 20000;
+        o.timeout_ms = group_timeout_ms;
         o.host = "127.0.0.1";
         auto pg = std::make_shared<parallel::ProcessGroupTCP>(store, r, world, o);
         fn(r, pg);
@@ -406,4 +408,123 @@ TEST(Ddp, BucketsLaunchBeforeBackwardReachesTheFirstLayer) {
     EXPECT_FALSE(v[2]) << "fc2.bias's bucket waited for fc1";
     EXPECT_FALSE(v[3]) << "fc2.weight's bucket waited for fc1";
   }
+}
+
+// ---- join: uneven inputs (Note [Join]) --------------------------------------------------------
+
+namespace {
+
+/// y = w * x with a scalar weight, and a buffer counting forwards (to see whose buffers win).
+struct Scalar : nn::Cloneable<Scalar> {
+  Tensor w, count;
+  Scalar() : Cloneable("Scalar") { reset(); }
+  void reset() override {
+    w = register_parameter("w", full({1}, 0.5));
+    count = register_buffer("count", zeros({1}));
+  }
+  Tensor forward(const Tensor& x) {
+    {
+      NoGradGuard no_grad;
+      native::add_(count, 1.0);
+    }
+    return mul(w, x);
+  }
+};
+
+// Rank r's batch i is the constant x = (r + 1) * (i + 1); loss = w * x, so its gradient is x.
+double x_of(int r, int i) { return (r + 1.0) * (i + 1.0); }
+
+}  // namespace
+
+// (batches per rank, divide_by_initial_world_size, bf16 comm hook with gradient_as_bucket_view)
+class DdpJoin : public ::testing::TestWithParam<std::tuple<std::vector<int>, bool, bool>> {};
+
+TEST_P(DdpJoin, UnevenBatchesFinishWithTheClosedFormGradients) {
+  const auto [batches, by_world, hooked] = GetParam();
+  const int world = static_cast<int>(batches.size());
+  const int most = *std::max_element(batches.begin(), batches.end());
+  const double lr = 0.1;
+  // Closed form: iteration i averages the x of the ranks still training over the world size
+  // (by_world) or over those ranks.
+  std::vector<double> expected_grad(most);
+  double w = 0.5;
+  for (int i = 0; i < most; ++i) {
+    double sum = 0;
+    int active = 0;
+    for (int r = 0; r < world; ++r) {
+      if (i < batches[r]) {
+        sum += x_of(r, i);
+        ++active;
+      }
+    }
+    expected_grad[i] = sum / (by_world ? world : active);
+    w -= lr * expected_grad[i];
+  }
+  int last = 0;  // the last rank to join: the highest of those with the most batches
+  for (int r = 0; r < world; ++r) {
+    if (batches[r] == most) last = r;
+  }
+  std::vector<double> final_w(world), final_count(world);
+  std::vector<int> joiner(world);
+  run_ranks(world, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = std::make_shared<Scalar>();
+    net->to(dev);
+    DistributedDataParallelOptions o;
+    o.timeout_ms = 20000;
+    o.gradient_as_bucket_view = hooked;
+    DistributedDataParallel<Scalar> ddp(net, pg, o);
+    if (hooked) ddp.register_comm_hook(parallel::bf16_compress_hook());  // the x's are exact in bf16
+    optim::SGD opt(net->parameters(), optim::SGDOptions(lr));
+    parallel::JoinOptions jo;
+    jo.divide_by_initial_world_size = by_world;
+    ddp.join([&] {
+      for (int i = 0; i < batches[r]; ++i) {
+        opt.zero_grad();
+        sum(ddp(full({1}, x_of(r, i), TensorOptions().device(dev)))).backward();
+        EXPECT_NEAR(net->w.grad().item(), expected_grad[i], 1e-5) << "rank " << r << " batch " << i;
+        opt.step();
+      }
+    }, jo);
+    final_w[r] = net->w.item();
+    final_count[r] = net->count.item();
+    joiner[r] = ddp.last_joiner();
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_NEAR(final_w[r], w, 1e-5) << "rank " << r;
+    // Buffers come from the highest rank still training, and at the end from the last joiner,
+    // which ran `most` forwards.
+    EXPECT_EQ(final_count[r], most) << "rank " << r;
+    EXPECT_EQ(joiner[r], last) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, DdpJoin,
+                         ::testing::Values(std::make_tuple(std::vector<int>{3, 5}, false, false),
+                                           std::make_tuple(std::vector<int>{3, 5}, true, false),
+                                           std::make_tuple(std::vector<int>{3, 5}, false, true),
+                                           std::make_tuple(std::vector<int>{5, 3, 4}, false, false),
+                                           std::make_tuple(std::vector<int>{2, 2}, true, false)));
+
+// Without join, the rank with 5 batches waits in its 4th iteration for rank 0, whose loop
+// ended: a DistributedError naming rank 0 once the group's timeout passes, never a hang.
+TEST(DdpUnevenInputs, WithoutJoinTheRankThatStoppedIsNamed) {
+  std::latch finished(2);
+  std::string error;
+  run_ranks(2, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = std::make_shared<Scalar>();
+    net->to(dev);
+    DistributedDataParallelOptions o;
+    o.timeout_ms = 20000;
+    DistributedDataParallel<Scalar> ddp(net, pg, o);
+    try {
+      for (int i = 0; i < (r == 0 ? 3 : 5); ++i) sum(ddp(full({1}, x_of(r, i), TensorOptions().device(dev)))).backward();
+    } catch (const DistributedError& e) {
+      if (r == 1) error = e.what();
+    }
+    finished.arrive_and_wait();  // rank 0 stays alive (a loop that ended, not a dead process)
+  }, /*group_timeout_ms=*/800);
+  EXPECT_THAT(error, HasSubstr("rank 0"));
+  EXPECT_THAT(error, HasSubstr("timed out"));
 }

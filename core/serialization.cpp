@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/detail/checked_math.h"
 #include "core/fd_io.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -219,8 +220,6 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& value, uint64_
   const Json& shape = value["shape"];
   if (!shape.is_array())
     ST_FAIL_TENSOR(source, name, "shape must be a list of non-negative integers, found ", describe(shape));
-  uint64_t numel = 1;
-  bool overflow = false;
   constexpr uint64_t kMaxDim = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   for (size_t i = 0; i < shape.size(); ++i) {
     uint64_t d;
@@ -228,16 +227,17 @@ SafetensorsEntry parse_entry(const std::string& name, const Json& value, uint64_
       ST_FAIL_TENSOR(source, name, "shape must be a list of non-negative integers; dimension ", i, " is ",
                      describe(shape[i]));
     e.shape.push_back(static_cast<int64_t>(d));
-    overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
   }
   const uint64_t elem = element_size(e.dtype);
+  // Element count, byte count and contiguous strides must all fit in int64, a zero dimension
+  // notwithstanding ([0, 2^62, 2^62] has no elements but no representable strides either).
   uint64_t nbytes = 0;
-  overflow = overflow || numel > kMaxDim || __builtin_mul_overflow(numel, elem, &nbytes);
-  // An overflowing shape with a zero dimension has numel 0; only a nonzero product can overflow.
-  if (overflow && std::find(e.shape.begin(), e.shape.end(), 0) == e.shape.end())
-    ST_FAIL_TENSOR(source, name, "shape ", e.shape, " overflows: numel * element size (", elem,
-                   ") does not fit in 64 bits");
-  if (overflow) nbytes = 0;
+  try {
+    nbytes = detail::checked_nbytes(e.shape, elem, "load_safetensors");
+  } catch (const ValueError&) {
+    ST_FAIL_TENSOR(source, name, "shape ", e.shape, " overflows: its element count, byte count (element size ",
+                   elem, ") or strides do not fit in 64 bits");
+  }
 
   const Json& offsets = value["data_offsets"];
   if (!offsets.is_array() || offsets.size() != 2)

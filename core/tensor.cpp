@@ -1,12 +1,15 @@
 #include "core/tensor.h"
 
+#include "core/detail/checked_math.h"
 #include "core/ops/native.h"
 
 namespace ember {
 
-void TensorImpl::refresh() {
-  int64_t n = 1;
-  for (auto s : sizes) n *= s;
+void TensorImpl::refresh(const char* op) {
+  // See Note [Checked shape arithmetic]: numel and numel * element size fit in int64.
+  EMBER_INTERNAL_ASSERT(sizes.size() == strides.size(), op, ": sizes ", sizes, " and strides ", strides);
+  const int64_t n = detail::checked_numel(sizes, op);
+  (void)detail::checked_mul(n, static_cast<int64_t>(element_size(dtype)), op, sizes, "the byte count");
   numel = n;
   if (n == 0) {  // PyTorch treats every empty tensor as contiguous
     contiguous = true;
@@ -22,6 +25,19 @@ void TensorImpl::refresh() {
   contiguous = c;
 }
 
+void TensorImpl::check_in_storage(const char* op) const {
+  if (numel == 0) return;
+  int64_t last = offset;  // element offset of the last element this geometry reaches
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    EMBER_CHECK_T(ValueError, strides[d] >= 0, op, ": negative stride ", strides[d], " in ", strides);
+    int64_t extent = detail::checked_mul(sizes[d] - 1, strides[d], op, sizes, "the extent in storage");
+    last = detail::checked_add(last, extent, op, sizes, "the extent in storage");
+  }
+  const auto capacity = static_cast<int64_t>(storage.num_bytes() / element_size(dtype));
+  EMBER_CHECK_T(IndexError, offset >= 0 && last < capacity, op, ": sizes ", sizes, ", strides ", strides,
+                " and offset ", offset, " reach element ", last, " of a storage that holds ", capacity, " elements");
+}
+
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = ndim == 0 ? 1 : ndim;  // scalars accept dim 0 / -1 like PyTorch
   EMBER_CHECK_T(IndexError, dim >= -n && dim < n, op, ": dimension out of range (expected to be in range of [",
@@ -29,30 +45,21 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   return dim < 0 ? dim + n : dim;
 }
 
-IntList contiguous_strides(const IntList& sizes) {
-  IntList st(sizes.size());
-  int64_t s = 1;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    st[d] = s;
-    s *= std::max<int64_t>(sizes[d], 1);
-  }
-  return st;
+IntList contiguous_strides(const IntList& sizes, const char* op) {
+  return detail::checked_contiguous_strides(sizes, op);
 }
 
-int64_t numel_of(const IntList& sizes) {
-  int64_t n = 1;
-  for (auto s : sizes) n *= s;
-  return n;
-}
+int64_t numel_of(const IntList& sizes, const char* op) { return detail::checked_numel(sizes, op); }
 
-Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offset, DType dtype) {
+Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offset, DType dtype, const char* op) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->sizes = std::move(sizes);
   impl->strides = std::move(strides);
   impl->offset = offset;
   impl->dtype = dtype;
-  impl->refresh();
+  impl->refresh(op);
+  impl->check_in_storage(op);
   return Tensor(std::move(impl));
 }
 

@@ -62,7 +62,13 @@ struct TensorImpl {
   bool is_view = false;
   std::shared_ptr<TensorImpl> view_base;  // the tensor this one is a view of (autograd checks)
 
-  void refresh();  // recompute numel and contiguity after sizes/strides change
+  /// Recomputes numel and contiguity after sizes/strides change. Throws ValueError naming `op`
+  /// for a negative size or a shape whose element or byte count overflows int64 (see Note
+  /// [Checked shape arithmetic] in core/detail/checked_math.cpp).
+  void refresh(const char* op = "tensor");
+  /// Throws IndexError naming `op` unless every element the geometry reaches lies inside the
+  /// storage (no view or handle can touch memory its storage does not own).
+  void check_in_storage(const char* op) const;
 };
 
 class Tensor {
@@ -175,11 +181,16 @@ struct TensorOptions {
 
 /// Normalizes a possibly negative dim against `ndim`; throws IndexError naming `op`.
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
-/// Row-major contiguous strides for `sizes`.
-IntList contiguous_strides(const IntList& sizes);
-int64_t numel_of(const IntList& sizes);
+/// Row-major contiguous strides for `sizes`. Throws ValueError naming `op` on overflow.
+IntList contiguous_strides(const IntList& sizes, const char* op = "contiguous_strides");
+/// The number of elements of `sizes`. Throws ValueError naming `op` for a negative size or a
+/// count that overflows int64.
+int64_t numel_of(const IntList& sizes, const char* op = "numel");
 
-/// Builds a tensor handle over a storage with explicit geometry (views, from_blob).
-Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offset, DType dtype);
+/// Builds a tensor handle over a storage with explicit geometry (views, from_blob). Throws
+/// ValueError naming `op` when the shape overflows (see TensorImpl::refresh), IndexError when
+/// the geometry reaches beyond the storage.
+Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offset, DType dtype,
+                   const char* op = "make_tensor");
 
 }  // namespace ember

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/detail/checked_math.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
@@ -27,7 +28,10 @@ std::pair<Tensor, Tensor> PadCollate::operator()(const std::vector<Tensor>& samp
     T = std::max(T, len[b]);
   }
   // Copy each sequence and write the padding only where it goes (no fill-then-overwrite).
-  Tensor padded = empty(batch_first_ ? IntList{B, T} : IntList{T, B}, TensorOptions(dtype));
+  // See Note [Checked shape arithmetic] in core/detail/checked_math.cpp: B * T is checked first.
+  const IntList out_sizes = batch_first_ ? IntList{B, T} : IntList{T, B};
+  (void)ember::detail::checked_nbytes(out_sizes, element_size(dtype), "PadCollate");
+  Tensor padded = empty(out_sizes, TensorOptions(dtype));
   const size_t es = element_size(dtype);
   char pad[16];
   {

@@ -3,24 +3,33 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/detail/checked_math.h"
 #include "core/ops/native.h"
 
 namespace ember {
 
-Tensor empty(const IntList& sizes, TensorOptions options) {
+namespace {
+// An uninitialized tensor for the factory `op`. See Note [Checked shape arithmetic]: the shape is
+// checked here, and the allocator throws OutOfMemoryError for what is too large to exist.
+Tensor allocate(const IntList& sizes, const TensorOptions& options, const char* op) {
   for (auto s : sizes) {
-    EMBER_CHECK_T(ValueError, s >= 0, "empty: trying to create tensor with negative dimension ", s, ": ", sizes);
+    EMBER_CHECK_T(ValueError, s >= 0, op, ": trying to create tensor with negative dimension ", s, ": ", sizes);
   }
-  int64_t n = numel_of(sizes);
-  Storage storage(static_cast<size_t>(n) * element_size(options.dtype_), options.device_);
-  Tensor t = make_tensor(std::move(storage), sizes, contiguous_strides(sizes), 0, options.dtype_);
+  const uint64_t num_bytes = detail::checked_nbytes(sizes, element_size(options.dtype_), op);
+  Storage storage(static_cast<size_t>(num_bytes), options.device_);
+  return make_tensor(std::move(storage), sizes, contiguous_strides(sizes, op), 0, options.dtype_, op);
+}
+}  // namespace
+
+Tensor empty(const IntList& sizes, TensorOptions options) {
+  Tensor t = allocate(sizes, options, "empty");
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
 }
 
 Tensor full(const IntList& sizes, double value, TensorOptions options) {
   bool rg = options.requires_grad_;
-  Tensor t = empty(sizes, options.requires_grad(false));
+  Tensor t = allocate(sizes, options, "full");
   native::fill_(t, value);
   t.impl()->version->version.store(0);  // a new tensor starts at version 0, as in PyTorch
   if (rg) t.requires_grad_(true);
@@ -28,7 +37,7 @@ Tensor full(const IntList& sizes, double value, TensorOptions options) {
 }
 Tensor zeros(const IntList& sizes, TensorOptions options) {
   bool rg = options.requires_grad_;
-  Tensor t = empty(sizes, options.requires_grad(false));
+  Tensor t = allocate(sizes, options, "zeros");
   if (t.device().is_cpu()) {
     if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
   } else {
@@ -54,7 +63,10 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
   EMBER_CHECK_T(ValueError, (step > 0 && end >= start) || (step < 0 && end <= start),
                 "arange: upper bound and larger bound inconsistent with step sign (start=", start, ", end=", end,
                 ", step=", step, ")");
-  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  EMBER_CHECK_T(ValueError, std::isfinite(count) && count < 9.2e18, "arange: the number of elements (start=", start,
+                ", end=", end, ", step=", step, ") is not a finite count that fits in int64");
+  int64_t n = static_cast<int64_t>(count);
   Tensor host = empty({n}, TensorOptions(options.dtype_));
   EMBER_DISPATCH_ALL(options.dtype_, "arange", [&] {
     auto* p = host.data_ptr<scalar_t>();
@@ -66,6 +78,7 @@ Tensor arange(double start, double end, double step, TensorOptions options) {
 }
 
 Tensor eye(int64_t n, TensorOptions options) {
+  EMBER_CHECK_T(ValueError, n >= 0, "eye: n must be greater or equal to 0, got ", n);
   Tensor host = zeros({n, n}, TensorOptions(options.dtype_));
   EMBER_DISPATCH_ALL(options.dtype_, "eye", [&] {
     auto* p = host.data_ptr<scalar_t>();
@@ -81,8 +94,9 @@ Tensor scalar_tensor(double value, TensorOptions options) { return full({}, valu
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, IntList sizes, Device device) {
   if (sizes.empty()) sizes = {static_cast<int64_t>(values.size())};
-  EMBER_CHECK_T(ValueError, numel_of(sizes) == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes,
-                " needs ", numel_of(sizes), " values, got ", values.size());
+  const int64_t n = numel_of(sizes, "from_vector");
+  EMBER_CHECK_T(ValueError, n == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes, " needs ", n,
+                " values, got ", values.size());
   Tensor host = empty(sizes, TensorOptions(dtype_of<T>));
   T* p = host.data_ptr<T>();
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
@@ -95,8 +109,9 @@ template Tensor from_vector<int32_t>(const std::vector<int32_t>&, IntList, Devic
 template <>
 Tensor from_vector<bool>(const std::vector<bool>& values, IntList sizes, Device device) {
   if (sizes.empty()) sizes = {static_cast<int64_t>(values.size())};
-  EMBER_CHECK_T(ValueError, numel_of(sizes) == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes,
-                " needs ", numel_of(sizes), " values, got ", values.size());
+  const int64_t n = numel_of(sizes, "from_vector");
+  EMBER_CHECK_T(ValueError, n == static_cast<int64_t>(values.size()), "from_vector: shape ", sizes, " needs ", n,
+                " values, got ", values.size());
   Tensor host = empty(sizes, TensorOptions(kBool));
   bool* p = host.data_ptr<bool>();
   for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
@@ -111,9 +126,9 @@ Tensor tensor(std::initializer_list<double> values, IntList sizes, TensorOptions
 }
 
 Tensor from_blob(void* data, const IntList& sizes, DType dtype, std::function<void(void*)> deleter, Device device) {
-  size_t n = static_cast<size_t>(numel_of(sizes)) * element_size(dtype);
-  Storage s = Storage::from_external(data, n, device, std::move(deleter));
-  return make_tensor(std::move(s), sizes, contiguous_strides(sizes), 0, dtype);
+  const uint64_t n = detail::checked_nbytes(sizes, element_size(dtype), "from_blob");
+  Storage s = Storage::from_external(data, static_cast<size_t>(n), device, std::move(deleter));
+  return make_tensor(std::move(s), sizes, contiguous_strides(sizes, "from_blob"), 0, dtype, "from_blob");
 }
 
 }  // namespace ember

@@ -2,14 +2,21 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/detail/checked_math.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
 namespace ember::native {
+using ::ember::detail::checked_add;
+using ::ember::detail::checked_mul;
+
 namespace {
 
-Tensor make_view(const Tensor& a, IntList sizes, IntList strides, int64_t offset) {
+
+// Every view goes through here: refresh() checks the shape (Note [Checked shape arithmetic]),
+// and the view must lie inside its storage, so no view can reach memory its base does not own.
+Tensor make_view(const Tensor& a, IntList sizes, IntList strides, int64_t offset, const char* op) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = a.storage();
   impl->sizes = std::move(sizes);
@@ -19,7 +26,8 @@ Tensor make_view(const Tensor& a, IntList sizes, IntList strides, int64_t offset
   impl->version = a.impl()->version;  // views share the version counter with their base
   impl->is_view = true;
   impl->view_base = a.impl()->is_view && a.impl()->view_base ? a.impl()->view_base : a.impl_ptr();
-  impl->refresh();
+  impl->refresh(op);
+  impl->check_in_storage(op);
   return Tensor(std::move(impl));
 }
 
@@ -33,7 +41,7 @@ IntList infer_size(const IntList& shape, int64_t numel, const char* op) {
       infer = static_cast<int>(i);
     } else {
       EMBER_CHECK_T(ValueError, shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ", shape);
-      known *= shape[i];
+      known = checked_mul(known, shape[i], op, shape);
     }
   }
   if (infer >= 0) {
@@ -88,13 +96,13 @@ Tensor view(const Tensor& a, const IntList& sizes) {
   EMBER_CHECK(compute_view_strides(a, shape, strides), "view: view size ", shape,
               " is not compatible with input tensor's size ", a.sizes(), " and stride ", a.strides(),
               " (at least one dimension spans across two contiguous subspaces). Use reshape(...) instead.");
-  return make_view(a, shape, strides, a.storage_offset());
+  return make_view(a, shape, strides, a.storage_offset(), "view");
 }
 
 Tensor reshape(const Tensor& a, const IntList& sizes) {
   IntList shape = infer_size(sizes, a.numel(), "reshape");
   IntList strides;
-  if (compute_view_strides(a, shape, strides)) return make_view(a, shape, strides, a.storage_offset());
+  if (compute_view_strides(a, shape, strides)) return make_view(a, shape, strides, a.storage_offset(), "reshape");
   return view(clone(a), shape);
 }
 
@@ -102,16 +110,16 @@ Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
   int64_t n = a.dim();
   d0 = wrap_dim(d0, n, "transpose");  // a 0-dim tensor accepts 0 and -1
   d1 = wrap_dim(d1, n, "transpose");
-  if (n == 0) return make_view(a, {}, {}, a.storage_offset());
+  if (n == 0) return make_view(a, {}, {}, a.storage_offset(), "transpose");
   IntList s = a.sizes(), st = a.strides();
   std::swap(s[d0], s[d1]);
   std::swap(st[d0], st[d1]);
-  return make_view(a, s, st, a.storage_offset());
+  return make_view(a, s, st, a.storage_offset(), "transpose");
 }
 
 Tensor t(const Tensor& a) {
   EMBER_CHECK_T(ValueError, a.dim() <= 2, "t: expects a tensor with <= 2 dimensions, but self is ", a.dim(), "D");
-  if (a.dim() < 2) return make_view(a, a.sizes(), a.strides(), a.storage_offset());
+  if (a.dim() < 2) return make_view(a, a.sizes(), a.strides(), a.storage_offset(), "t");
   return transpose(a, 0, 1);
 }
 
@@ -128,7 +136,7 @@ Tensor permute(const Tensor& a, const IntList& dims) {
     s[i] = a.sizes()[d];
     st[i] = a.strides()[d];
   }
-  return make_view(a, s, st, a.storage_offset());
+  return make_view(a, s, st, a.storage_offset(), "permute");
 }
 
 Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
@@ -136,11 +144,11 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
   dim = wrap_dim(dim, a.dim(), "narrow");
   int64_t size = a.sizes()[dim];
   if (start < 0) start += size;
-  EMBER_CHECK_T(IndexError, start >= 0 && length >= 0 && start + length <= size, "narrow: start (", start,
+  EMBER_CHECK_T(IndexError, start >= 0 && length >= 0 && length <= size - start, "narrow: start (", start,
                 ") + length (", length, ") exceeds dimension size (", size, ") of dim ", dim);
   IntList s = a.sizes();
   s[dim] = length;
-  return make_view(a, s, a.strides(), a.storage_offset() + start * a.strides()[dim]);
+  return make_view(a, s, a.strides(), a.storage_offset() + start * a.strides()[dim], "narrow");
 }
 
 Tensor select(const Tensor& a, int64_t dim, int64_t index) {
@@ -154,7 +162,7 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
   int64_t off = a.storage_offset() + index * st[dim];
   s.erase(s.begin() + dim);
   st.erase(st.begin() + dim);
-  return make_view(a, s, st, off);
+  return make_view(a, s, st, off, "select");
 }
 
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
@@ -167,10 +175,11 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t s
   start = std::clamp<int64_t>(start, 0, size);
   end = std::clamp<int64_t>(end, start, size);
   IntList s = a.sizes(), st = a.strides();
-  s[dim] = (end - start + step - 1) / step;
+  s[dim] = (end - start) / step + ((end - start) % step != 0 ? 1 : 0);
   int64_t off = a.storage_offset() + start * st[dim];
-  st[dim] *= step;
-  return make_view(a, s, st, off);
+  // With at most one element left the stride is never used; keep it rather than overflow.
+  if (s[dim] > 1) st[dim] = checked_mul(st[dim], step, "slice", a.sizes(), "the stride times step");
+  return make_view(a, s, st, off, "slice");
 }
 
 Tensor expand(const Tensor& a, const IntList& sizes) {
@@ -184,7 +193,7 @@ Tensor expand(const Tensor& a, const IntList& sizes) {
     if (off >= 0) {
       int64_t have = a.sizes()[off];
       if (want == -1) want = have;
-      EMBER_CHECK_T(ValueError, have == want || have == 1, "expand: the expanded size of the tensor (", want,
+      EMBER_CHECK_T(ValueError, have == want || (have == 1 && want >= 0), "expand: the expanded size of the tensor (", want,
                     ") must match the existing size (", have, ") at non-singleton dimension ", i,
                     ".  Target sizes: ", sizes, ".  Tensor sizes: ", a.sizes());
       s[i] = want;
@@ -195,16 +204,16 @@ Tensor expand(const Tensor& a, const IntList& sizes) {
       st[i] = 0;
     }
   }
-  return make_view(a, s, st, a.storage_offset());
+  return make_view(a, s, st, a.storage_offset(), "expand");
 }
 
 Tensor unsqueeze(const Tensor& a, int64_t dim) {
   dim = wrap_dim(dim, a.dim() + 1, "unsqueeze");
   IntList s = a.sizes(), st = a.strides();
-  int64_t new_stride = dim < a.dim() ? s[dim] * st[dim] : 1;
+  int64_t new_stride = dim < a.dim() ? checked_mul(s[dim], st[dim], "unsqueeze", s, "the new stride") : 1;
   s.insert(s.begin() + dim, 1);
   st.insert(st.begin() + dim, new_stride);
-  return make_view(a, s, st, a.storage_offset());
+  return make_view(a, s, st, a.storage_offset(), "unsqueeze");
 }
 
 Tensor squeeze(const Tensor& a) {
@@ -215,17 +224,17 @@ Tensor squeeze(const Tensor& a) {
       st.push_back(a.strides()[i]);
     }
   }
-  return make_view(a, s, st, a.storage_offset());
+  return make_view(a, s, st, a.storage_offset(), "squeeze");
 }
 
 Tensor squeeze(const Tensor& a, int64_t dim) {
   dim = wrap_dim(dim, a.dim(), "squeeze");  // a 0-dim tensor accepts 0 and -1
-  if (a.dim() == 0) return make_view(a, {}, {}, a.storage_offset());
-  if (a.sizes()[dim] != 1) return make_view(a, a.sizes(), a.strides(), a.storage_offset());
+  if (a.dim() == 0) return make_view(a, {}, {}, a.storage_offset(), "squeeze");
+  if (a.sizes()[dim] != 1) return make_view(a, a.sizes(), a.strides(), a.storage_offset(), "squeeze");
   IntList s = a.sizes(), st = a.strides();
   s.erase(s.begin() + dim);
   st.erase(st.begin() + dim);
-  return make_view(a, s, st, a.storage_offset());
+  return make_view(a, s, st, a.storage_offset(), "squeeze");
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
@@ -236,7 +245,7 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
                 end_dim, ")");
   IntList s(a.sizes().begin(), a.sizes().begin() + start_dim);
   int64_t m = 1;
-  for (int64_t i = start_dim; i <= end_dim; ++i) m *= a.sizes()[i];
+  for (int64_t i = start_dim; i <= end_dim; ++i) m = checked_mul(m, a.sizes()[i], "flatten", a.sizes());
   s.push_back(m);
   s.insert(s.end(), a.sizes().begin() + end_dim + 1, a.sizes().end());
   return reshape(a, s);
@@ -244,17 +253,19 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
 
 Tensor as_strided(const Tensor& a, const IntList& sizes, const IntList& strides, int64_t offset) {
   EMBER_CHECK_T(ValueError, sizes.size() == strides.size(), "as_strided: mismatch in length of strides and shape");
+  EMBER_CHECK_T(ValueError, offset >= 0, "as_strided: negative storage offset ", offset);
   int64_t max_off = offset;
   for (size_t i = 0; i < sizes.size(); ++i) {
     EMBER_CHECK_T(ValueError, sizes[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride");
     if (sizes[i] == 0) { max_off = -1; break; }
-    max_off += (sizes[i] - 1) * strides[i];
+    max_off = checked_add(max_off, checked_mul(sizes[i] - 1, strides[i], "as_strided", sizes, "the extent"),
+                          "as_strided", sizes, "the extent");
   }
   EMBER_CHECK_T(IndexError,
                 max_off < static_cast<int64_t>(a.storage().num_bytes() / a.element_size()),
                 "as_strided: setStorage: sizes ", sizes, ", strides ", strides, " and storage offset ", offset,
                 " require a larger storage than the ", a.storage().num_bytes(), " bytes available");
-  return make_view(a, sizes, strides, offset);
+  return make_view(a, sizes, strides, offset, "as_strided");
 }
 
 // ---- joining and splitting --------------------------------------------------------------
@@ -284,7 +295,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                     dim, ". Expected size ", ref->sizes()[d], " but got size ", t.sizes()[d], " for tensor number ", i,
                     " in the list.");
     }
-    total += t.sizes()[dim];
+    total = checked_add(total, t.sizes()[dim], "cat", t.sizes(), "the concatenated size");
     dt = promote_types(dt, t.dtype());
   }
   out_sizes[dim] = total;
@@ -318,7 +329,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& a, const IntList& sizes, int6
   int64_t total = 0;
   for (auto s : sizes) {
     EMBER_CHECK_T(ValueError, s >= 0, "split_with_sizes: sizes must be non-negative, got ", sizes);
-    total += s;
+    total = checked_add(total, s, "split_with_sizes", sizes, "the sum of the split sizes");
   }
   EMBER_CHECK_T(ValueError, total == a.sizes()[dim], "split_with_sizes: expects split_sizes to sum exactly to ",
                 a.sizes()[dim], " (input tensor's size at dimension ", dim, "), but got split_sizes=", sizes);
@@ -338,7 +349,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   dim = wrap_dim(dim, a.dim(), "split");
   int64_t n = a.sizes()[dim];
   IntList sizes;
-  for (int64_t off = 0; off < n; off += split_size) sizes.push_back(std::min(split_size, n - off));
+  for (int64_t off = 0; off < n; off += std::min(split_size, n - off)) sizes.push_back(std::min(split_size, n - off));
   if (sizes.empty()) sizes.push_back(0);
   return split_with_sizes(a, sizes, dim);
 }
@@ -350,7 +361,7 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   int64_t n = a.sizes()[dim];
   // A 0-size dim splits into `chunks` empty pieces, as in PyTorch (split would return one).
   if (n == 0) return split_with_sizes(a, IntList(static_cast<size_t>(chunks), 0), dim);
-  int64_t size = (n + chunks - 1) / chunks;
+  int64_t size = n / chunks + (n % chunks != 0 ? 1 : 0);
   return split(a, std::max<int64_t>(size, 1), dim);
 }
 

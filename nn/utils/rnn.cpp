@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "autograd/ops.h"
+#include "core/detail/checked_math.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "nn/detail/gather_rows.h"
@@ -13,6 +14,8 @@ namespace ember::nn::utils::rnn {
 
 using nn::detail::gather_rows;
 using nn::detail::RowMap;
+using ember::detail::checked_mul;
+using ember::detail::translate_bad_alloc;
 
 namespace {
 
@@ -92,7 +95,7 @@ Tensor invert_permutation(const Tensor& permutation) {
 }
 
 PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths, bool batch_first, bool enforce_sorted) {
-  EMBER_CHECK(lengths.defined() && lengths.dim() == 1 && lengths.device().is_cpu() && !lengths.is_floating_point(),
+  EMBER_CHECK_T(ValueError, lengths.defined() && lengths.dim() == 1 && lengths.device().is_cpu() && !lengths.is_floating_point(),
               "'lengths' argument should be a 1D CPU int64 tensor, but got ", lengths.defined() ? lengths.dim() : 0,
               "D ", !lengths.defined() || lengths.device().is_cpu() ? "cpu" : "cuda", " ",
               lengths.defined() ? torch_type_name(lengths.dtype()) : "undefined", " tensor");
@@ -117,13 +120,14 @@ PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64
   std::vector<int64_t> lengths(lengths_in.size());
   for (size_t j = 0; j < order.size(); ++j) lengths[j] = lengths_in[static_cast<size_t>(order[j])];
 
-  EMBER_CHECK(input.numel() > 0, "Cannot pack empty tensors.");
-  EMBER_CHECK(num_lengths == batch_size, "Expected `len(lengths)` to be equal to batch_size, but got ", num_lengths,
-              " (batch_size=", batch_size, ")");
-  EMBER_CHECK(lengths[static_cast<size_t>(batch_size - 1)] > 0,
-              "Length of all samples has to be greater than 0, but found an element in 'lengths' that is <= 0");
+  // Every bad length is a ValueError (issue 19, item 8), worded as PyTorch words it.
+  EMBER_CHECK_T(ValueError, input.numel() > 0, "Cannot pack empty tensors.");
+  EMBER_CHECK_T(ValueError, num_lengths == batch_size, "Expected `len(lengths)` to be equal to batch_size, but got ",
+                num_lengths, " (batch_size=", batch_size, ")");
+  EMBER_CHECK_T(ValueError, lengths[static_cast<size_t>(batch_size - 1)] > 0,
+                "Length of all samples has to be greater than 0, but found an element in 'lengths' that is <= 0");
   for (int64_t i = 0; i + 1 < batch_size; ++i) {
-    EMBER_CHECK(lengths[static_cast<size_t>(i)] >= lengths[static_cast<size_t>(i + 1)],
+    EMBER_CHECK_T(ValueError, lengths[static_cast<size_t>(i)] >= lengths[static_cast<size_t>(i + 1)],
                 "`lengths` array must be sorted in decreasing order when `enforce_sorted` is True. You can pass "
                 "`enforce_sorted=False` to pack_padded_sequence and/or pack_sequence to sidestep this requirement if "
                 "you do not need ONNX exportability.");
@@ -173,6 +177,12 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
     max_seq_length = *total_length;
   }
   const int64_t batch_size = bs[0];
+  // The padded output's shape, checked before anything of its size is allocated (Note [Checked
+  // shape arithmetic] in core/detail/checked_math.cpp): total_length = 2^62 once overflowed here.
+  IntList out_sizes = batch_first ? IntList{batch_size, max_seq_length} : IntList{max_seq_length, batch_size};
+  out_sizes.insert(out_sizes.end(), data.sizes().begin() + 1, data.sizes().end());
+  (void)ember::detail::checked_nbytes(out_sizes, data.element_size(), "pad_packed_sequence");
+  const int64_t out_rows = checked_mul(max_seq_length, batch_size, "pad_packed_sequence", out_sizes);
   // Original batch element b sits at sorted position unsorted[b].
   std::vector<int64_t> unsorted(static_cast<size_t>(batch_size));
   std::iota(unsorted.begin(), unsorted.end(), 0);
@@ -182,7 +192,8 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
                   "pad_packed_sequence: unsorted_indices has ", unsorted.size(), " entries for a batch of ", batch_size);
   }
   auto map = std::make_shared<RowMap>();
-  map->index.assign(static_cast<size_t>(max_seq_length * batch_size), -1);
+  translate_bad_alloc("pad_packed_sequence", static_cast<uint64_t>(out_rows) * sizeof(int64_t),
+                      [&] { map->index.assign(static_cast<size_t>(out_rows), -1); });
   std::vector<int64_t> lengths(static_cast<size_t>(batch_size), 0);
   for (int64_t b = 0; b < batch_size; ++b) {
     int64_t j = unsorted[static_cast<size_t>(b)];
@@ -194,8 +205,6 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
     }
   }
   map->compute_inverse(data.size(0));
-  IntList out_sizes = batch_first ? IntList{batch_size, max_seq_length} : IntList{max_seq_length, batch_size};
-  out_sizes.insert(out_sizes.end(), data.sizes().begin() + 1, data.sizes().end());
   Tensor padded = gather_rows(data, map, out_sizes, padding_value);
   return {std::move(padded), int64_tensor(lengths)};
 }
@@ -219,8 +228,13 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, doub
     max_len = std::max(max_len, s.size(0));
   }
   const int64_t batch_size = static_cast<int64_t>(sequences.size());
+  IntList out_sizes = batch_first ? IntList{batch_size, max_len} : IntList{max_len, batch_size};
+  out_sizes.insert(out_sizes.end(), trailing.begin(), trailing.end());
+  (void)ember::detail::checked_nbytes(out_sizes, first.element_size(), "pad_sequence");
+  const int64_t out_rows = checked_mul(max_len, batch_size, "pad_sequence", out_sizes);
   auto map = std::make_shared<RowMap>();
-  map->index.assign(static_cast<size_t>(max_len * batch_size), -1);
+  translate_bad_alloc("pad_sequence", static_cast<uint64_t>(out_rows) * sizeof(int64_t),
+                      [&] { map->index.assign(static_cast<size_t>(out_rows), -1); });
   int64_t row = 0;
   for (int64_t b = 0; b < batch_size; ++b) {
     for (int64_t t = 0; t < sequences[static_cast<size_t>(b)].size(0); ++t, ++row) {
@@ -229,8 +243,6 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, doub
   }
   map->compute_inverse(row);
   Tensor all = sequences.size() == 1 ? sequences[0] : cat(sequences, 0);
-  IntList out_sizes = batch_first ? IntList{batch_size, max_len} : IntList{max_len, batch_size};
-  out_sizes.insert(out_sizes.end(), trailing.begin(), trailing.end());
   return gather_rows(all, map, out_sizes, padding_value);
 }
 

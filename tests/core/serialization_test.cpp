@@ -501,6 +501,10 @@ std::vector<Corrupt> corrupt_files() {
                "non-negative integers"});
   c.push_back({"ShapeOverflows", st_file("{" + f32_entry("w", "[4611686018427387904,4]", "[0,8]") + "}", d8),
                "overflows"});
+  // Issue 19: no elements, but strides 2^124 (undefined behaviour in the stride computation).
+  c.push_back({"ZeroDimWithOverflowingStrides",
+               st_file("{" + f32_entry("w", "[0,4611686018427387904,4611686018427387904]", "[0,0]") + "}"),
+               "overflows"});
   c.push_back({"OffsetsThreeValues", st_file("{" + f32_entry("w", "[2]", "[0,4,8]") + "}", d8),
                "data_offsets must be a list of 2"});
   c.push_back({"OffsetsNotList", st_file("{" + f32_entry("w", "[2]", "8") + "}", d8), "data_offsets must be"});

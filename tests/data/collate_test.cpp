@@ -77,6 +77,22 @@ TEST(PadCollate, TimeMajorByDefault) {
   EXPECT_THROW(PadCollate()({from_vector<int64_t>({1}, {1}), from_vector<float>({1}, {1})}), ValueError);
 }
 
+// Issue 19, item 1: batch sizes are checked products, never a wrapped-around allocation.
+TEST(PadCollate, OverflowingBatchIsValueErrorNamingPadCollate) {
+  Tensor huge = native::expand(zeros({1}, TensorOptions(kInt64)), {int64_t{1} << 59});  // a legal view
+  try {
+    PadCollate()({huge, huge, huge, huge, huge, huge, huge, huge});
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("PadCollate: shape"), std::string::npos) << e.what();
+  }
+}
+
+TEST(DefaultCollate, OverflowingStackIsValueError) {
+  Tensor huge = native::expand(zeros({1}), {int64_t{1} << 59});
+  EXPECT_THROW(DefaultCollate()(std::vector<Tensor>(16, huge)), ValueError);
+}
+
 TEST(BatchCodec, NestedBatchRoundTrips) {
   using B = std::tuple<Tensor, std::vector<std::string>, std::map<std::string, std::pair<Tensor, double>>,
                        std::optional<int>, Tensor>;

@@ -147,6 +147,42 @@ TEST(PackPaddedSequence, ErrorsUsePyTorchsWords) {
               HasSubstr("exceeds the input's time dimension of size 5"));
 }
 
+// Issue 19, item 8: every bad length is a ValueError (some were plain ember::Error).
+TEST(PackPaddedSequence, EveryBadLengthIsValueError) {
+  Tensor x = positional(5, 3, 2);
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{2, 5, 1}), ValueError);          // unsorted
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{5, 3, 0}), ValueError);          // zero
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{5, 3, -1}), ValueError);         // negative
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{5, 0, 2}, false, false), ValueError);
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{6, 3, 2}), ValueError);          // larger than T
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{2, 6, 3}, false, false), ValueError);
+  EXPECT_THROW(pack_padded_sequence(x, std::vector<int64_t>{5, 3}), ValueError);             // count
+  EXPECT_THROW(pack_padded_sequence(zeros({0, 3, 2}), std::vector<int64_t>{1, 1, 1}), ValueError);
+  EXPECT_THROW(pack_padded_sequence(x, tensor({5, 3, 2})), ValueError);                      // float lengths
+}
+
+// Issue 19, item 1: total_length = 2^62 with batch 4 overflowed max_len * batch (a segfault);
+// 2^40 threw a bare std::bad_alloc.
+TEST(PadPackedSequence, TotalLengthWhoseProductOverflowsIsValueError) {
+  PackedSequence p = pack_padded_sequence(positional(3, 4, 2), std::vector<int64_t>{3, 3, 2, 1});
+  EXPECT_THAT(error_of([&] { pad_packed_sequence(p, false, 0.0, int64_t{1} << 62); }),
+              HasSubstr("pad_packed_sequence: shape [4611686018427387904, 4, 2] is too large"));
+  EXPECT_THROW(pad_packed_sequence(p, true, 0.0, int64_t{1} << 62), ValueError);
+}
+
+TEST(PadPackedSequence, TotalLengthTooLargeToAllocateIsOutOfMemoryError) {
+  PackedSequence p = pack_padded_sequence(positional(3, 4, 2), std::vector<int64_t>{3, 3, 2, 1});
+  EXPECT_THROW(pad_packed_sequence(p, false, 0.0, int64_t{1} << 40), OutOfMemoryError);
+  // Nothing was left half-done: the same sequence still pads normally.
+  auto [padded, lens] = pad_packed_sequence(p, false, 0.0, 4);
+  EXPECT_EQ(padded.sizes(), (IntList{4, 4, 2}));
+}
+
+TEST(PadSequence, OverflowingBatchIsValueError) {
+  Tensor huge = native::expand(zeros({1, 1}), {int64_t{1} << 59, 1});  // a legal view of 2^59 rows
+  EXPECT_THROW(pad_sequence({huge, huge, huge, huge, huge}), ValueError);
+}
+
 TEST(PadSequence, StacksAndPads) {
   Tensor a = tensor({1, 2, 3, 4, 5, 6}, {3, 2});
   Tensor b = tensor({7, 8}, {1, 2});

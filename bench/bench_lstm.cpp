@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "bench/torch_peer.h"
 #include "core/ops/factory.h"
 #include "core/ops/random.h"
 #include "core/thread_pool.h"
@@ -40,6 +41,7 @@ namespace {
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;
+using bench::TorchPeer;
 
 constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kSteps = 50;
 constexpr int kWarmup = 5;
@@ -90,66 +92,6 @@ struct Model {
   }
 };
 
-// The PyTorch process, spoken to over pipes (see bench_lstm_torch.py).
-class TorchPeer {
- public:
-  TorchPeer(const std::string& python, const std::string& script, const std::string& lengths_csv) {
-    int to_child[2], from_child[2];
-    if (pipe(to_child) != 0 || pipe(from_child) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(to_child[0], 0);
-      dup2(from_child[1], 1);
-      close(to_child[1]);
-      close(from_child[0]);
-      // Idle OpenMP workers sleep instead of spinning, so on a loaded host PyTorch's 2-thread
-      // steps are not dominated by spinning against descheduled threads (this only helps torch).
-      setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0);
-      execl(python.c_str(), python.c_str(), script.c_str(), lengths_csv.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(to_child[0]);
-    close(from_child[1]);
-    to_ = fdopen(to_child[1], "w");
-    from_ = fdopen(from_child[0], "r");
-    std::string hello = read_line();
-    ok_ = hello.rfind("ready", 0) == 0;
-    if (ok_) version_ = hello.substr(6);
-  }
-  ~TorchPeer() {
-    if (to_ != nullptr) {
-      if (ok_) command("quit");
-      fclose(to_);
-    }
-    if (from_ != nullptr) fclose(from_);
-    if (pid_ > 0) waitpid(pid_, nullptr, 0);
-  }
-  bool ok() const { return ok_; }
-  const std::string& version() const { return version_; }
-  std::string command(const std::string& cmd) {
-    std::fprintf(to_, "%s\n", cmd.c_str());
-    std::fflush(to_);
-    return read_line();
-  }
-
- private:
-  std::string read_line() {
-    char buf[512];
-    if (from_ == nullptr || std::fgets(buf, sizeof buf, from_) == nullptr) {
-      ok_ = false;
-      return "";
-    }
-    std::string s(buf);
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
-  }
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  bool ok_ = false;
-  std::string version_;
-};
-
 }  // namespace
 
 int main() {
@@ -166,7 +108,7 @@ int main() {
   }
 
   const char* py = std::getenv("EMBER_BENCH_PYTHON");
-  TorchPeer torch(py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT, csv);
+  TorchPeer torch(py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT, {csv});
   if (!torch.ok()) {
     std::printf("# torch unavailable (%s %s did not start); printing ember numbers only\n",
                 py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT);

@@ -9,7 +9,7 @@
 #include "autograd/node.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "core/thread_pool.h"
+#include "core/ops/nn_native.h"
 #include "nn/functional.h"
 
 namespace ember::nn::functional {
@@ -18,19 +18,7 @@ using autograd::FunctionNode;
 using autograd::SavedVariable;
 using autograd::TensorList;
 
-// Note [Class-index loss kernels]
-// cross_entropy and nll_loss over class indices view the input as [N, C, S] (S = product of
-// the trailing dims d1...; 1 for [N, C]) and the target as [N * S]. On CPU in float32/float64
-// one node does log_softmax + gather + weighting + reduction forward, and backward rebuilds
-// softmax from the saved per-row log-sum-exp instead of saving a [N, C] log-probability tensor.
-// Sums are in double and run serially in row order, so results do not depend on the thread
-// count; float32 rows with the class dim innermost compute softmax terms in float with a
-// vectorizable exp (fast_expf), everything else in double. Per element (t the target, w[t] its weight, W_C = sum_c w_c, ls the label
-// smoothing, lse the row's log-sum-exp):
-//   l    = (1 - ls) * w[t] * (lse - x_t) + ls / C * sum_c w_c * (lse - x_c)
-//   dl/dx_c = (1 - ls) * w[t] * (p_c - [c == t]) + ls / C * (W_C * p_c - w_c)
-// and 'mean' divides the sum over non-ignored elements by sum w[t] over them, which is
-// PyTorch's definition (nll_loss's weighted mean; label smoothing normalized the same way).
+// The fused class-index losses: see Note [Class-index loss kernels] in core/ops/class_loss.cpp.
 
 namespace {
 
@@ -97,312 +85,32 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
   return l;
 }
 
-struct ClassLossSaved {
-  ClassLayout L;
-  std::vector<int64_t> target;
-  std::vector<double> weight;  // empty: all ones
-  std::vector<double> lse;     // cross_entropy only
-  double total_weight = 0.0;
-  double label_smoothing = 0.0;
-  int64_t ignore_index = -100;
-  Reduction reduction = Reduction::Mean;
-  DType dtype = kFloat32;
-  IntList input_sizes;
-};
-
-// exp for float rows, written so that GCC vectorizes the loops that call it (no libm call):
-// Cephes' expf -- x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial for e^r, and 2^n
-// built in the exponent bits. Relative error below 2 ulp on [-87, 88]; inputs below -87 give
-// ~1e-38 instead of a denormal (irrelevant next to the row's largest term, which is e^0 = 1).
-inline float fast_expf(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float t = x * 1.44269504088896341f;
-  float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (1.5 * 2^23 trick)
-  n = n == n ? n : 0.0f;  // NaN in, NaN out (through r) without a NaN-to-int conversion
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
-// float32 rows of class dim contiguous (S == 1): the hot layout ([N, C] logits). Softmax terms
-// in float (as PyTorch), sums and the loss in double.
-void cross_entropy_forward_rows_f32(const float* x, ClassLossSaved& s, std::vector<double>& loss, double wc_sum) {
-  const int64_t N = s.L.N, C = s.L.C;
-  const bool has_w = !s.weight.empty();
-  const double ls = s.label_smoothing;
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C, 1)), [&](int64_t nb, int64_t ne) {
-    std::vector<float> buf(static_cast<size_t>(C));
-    for (int64_t n = nb; n < ne; ++n) {
-      const size_t r = static_cast<size_t>(n);
-      const int64_t t = s.target[r];
-      if (t == s.ignore_index) {
-        loss[r] = 0.0;
-        s.lse[r] = 0.0;
-        continue;
-      }
-      const float* row = x + n * C;
-      float m0 = row[0], m1 = row[0], m2 = row[0], m3 = row[0];
-      int64_t k = 0;
-      for (; k + 4 <= C; k += 4) {
-        m0 = row[k] > m0 ? row[k] : m0;
-        m1 = row[k + 1] > m1 ? row[k + 1] : m1;
-        m2 = row[k + 2] > m2 ? row[k + 2] : m2;
-        m3 = row[k + 3] > m3 ? row[k + 3] : m3;
-      }
-      for (; k < C; ++k) m0 = row[k] > m0 ? row[k] : m0;
-      m0 = m1 > m0 ? m1 : m0;
-      m2 = m3 > m2 ? m3 : m2;
-      const float m = m2 > m0 ? m2 : m0;
-      for (int64_t c = 0; c < C; ++c) buf[static_cast<size_t>(c)] = fast_expf(row[c] - m);
-      double se0 = 0, se1 = 0, se2 = 0, se3 = 0;
-      int64_t c = 0;
-      for (; c + 4 <= C; c += 4) {
-        se0 += buf[static_cast<size_t>(c)];
-        se1 += buf[static_cast<size_t>(c + 1)];
-        se2 += buf[static_cast<size_t>(c + 2)];
-        se3 += buf[static_cast<size_t>(c + 3)];
-      }
-      for (; c < C; ++c) se0 += buf[static_cast<size_t>(c)];
-      const double lse = static_cast<double>(m) + std::log((se0 + se1) + (se2 + se3));
-      s.lse[r] = lse;
-      const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-      double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t]));
-      if (ls > 0.0) {
-        double wx = 0.0;
-        for (int64_t k = 0; k < C; ++k) {
-          wx += (has_w ? s.weight[static_cast<size_t>(k)] : 1.0) * static_cast<double>(row[k]);
-        }
-        l += ls / static_cast<double>(C) * (wc_sum * lse - wx);
-      }
-      loss[r] = l;
-    }
-  });
-}
-
-void cross_entropy_backward_rows_f32(const float* x, const ClassLossSaved& s, const float* g_elem, double g_scalar,
-                                     float* gx, double wc_sum) {
-  const int64_t N = s.L.N, C = s.L.C;
-  const bool has_w = !s.weight.empty();
-  const double ls = s.label_smoothing;
-  std::vector<float> wf(has_w ? static_cast<size_t>(C) : 0);
-  for (size_t c = 0; c < wf.size(); ++c) wf[c] = static_cast<float>(s.weight[c]);
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C, 1)), [&](int64_t nb, int64_t ne) {
-    for (int64_t n = nb; n < ne; ++n) {
-      const size_t r = static_cast<size_t>(n);
-      const int64_t t = s.target[r];
-      float* out = gx + n * C;
-      if (t == s.ignore_index) {
-        for (int64_t c = 0; c < C; ++c) out[c] = 0.0f;
-        continue;
-      }
-      const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
-      const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-      // d_c = scale * ((1 - ls) w[t] (p_c - [c == t]) + ls / C (W_C p_c - w_c))
-      //     = coef * p_c - smooth * w_c, then the target's -scale (1 - ls) w[t].
-      const double sa = scale * (1.0 - ls) * wt, sb = scale * ls / static_cast<double>(C);
-      const float coef = static_cast<float>(sa + sb * wc_sum), smooth = static_cast<float>(sb);
-      const float lse = static_cast<float>(s.lse[r]);
-      const float* row = x + n * C;
-      if (ls > 0.0 && has_w) {
-        for (int64_t c = 0; c < C; ++c) out[c] = coef * fast_expf(row[c] - lse) - smooth * wf[static_cast<size_t>(c)];
-      } else if (ls > 0.0) {
-        for (int64_t c = 0; c < C; ++c) out[c] = coef * fast_expf(row[c] - lse) - smooth;
-      } else {
-        for (int64_t c = 0; c < C; ++c) out[c] = coef * fast_expf(row[c] - lse);
-      }
-      out[t] -= static_cast<float>(sa);
-    }
-  });
-}
-
-// Forward for one row set: fills per-element losses, lse, and the total weight.
-template <typename T>
-void cross_entropy_forward_kernel(const T* x, ClassLossSaved& s, std::vector<double>& loss) {
-  const int64_t N = s.L.N, C = s.L.C, S = s.L.S;
-  const bool has_w = !s.weight.empty();
-  double wc_sum = 0.0;
-  for (int64_t c = 0; c < C; ++c) wc_sum += has_w ? s.weight[static_cast<size_t>(c)] : 1.0;
-  if constexpr (std::is_same_v<T, float>) {
-    if (S == 1) return cross_entropy_forward_rows_f32(x, s, loss, wc_sum);
-  }
-  const double ls = s.label_smoothing;
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C * S, 1)), [&](int64_t nb, int64_t ne) {
-    for (int64_t n = nb; n < ne; ++n) {
-      for (int64_t sp = 0; sp < S; ++sp) {
-        const size_t r = static_cast<size_t>(n * S + sp);
-        const int64_t t = s.target[r];
-        if (t == s.ignore_index) {
-          loss[r] = 0.0;
-          s.lse[r] = 0.0;
-          continue;
-        }
-        const T* row = x + n * C * S + sp;
-        double m = -INFINITY;
-        for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(row[c * S]));
-        double se = 0.0;
-        for (int64_t c = 0; c < C; ++c) se += std::exp(static_cast<double>(row[c * S]) - m);
-        const double lse = m + std::log(se);
-        s.lse[r] = lse;
-        const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-        double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t * S]));
-        if (ls > 0.0) {
-          double wx = 0.0;
-          for (int64_t c = 0; c < C; ++c) {
-            wx += (has_w ? s.weight[static_cast<size_t>(c)] : 1.0) * static_cast<double>(row[c * S]);
-          }
-          l += ls / static_cast<double>(C) * (wc_sum * lse - wx);
-        }
-        loss[r] = l;
-      }
-    }
-  });
-}
-
-template <typename T>
-void cross_entropy_backward_kernel(const T* x, const ClassLossSaved& s, const T* g_elem, double g_scalar, T* gx) {
-  const int64_t N = s.L.N, C = s.L.C, S = s.L.S;
-  const bool has_w = !s.weight.empty();
-  double wc_sum = 0.0;
-  for (int64_t c = 0; c < C; ++c) wc_sum += has_w ? s.weight[static_cast<size_t>(c)] : 1.0;
-  if constexpr (std::is_same_v<T, float>) {
-    if (S == 1) return cross_entropy_backward_rows_f32(x, s, g_elem, g_scalar, gx, wc_sum);
-  }
-  const double ls = s.label_smoothing;
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C * S, 1)), [&](int64_t nb, int64_t ne) {
-    for (int64_t n = nb; n < ne; ++n) {
-      for (int64_t sp = 0; sp < S; ++sp) {
-        const size_t r = static_cast<size_t>(n * S + sp);
-        const int64_t t = s.target[r];
-        T* out = gx + n * C * S + sp;
-        if (t == s.ignore_index) {
-          for (int64_t c = 0; c < C; ++c) out[c * S] = T(0);
-          continue;
-        }
-        const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
-        const T* row = x + n * C * S + sp;
-        const double lse = s.lse[r];
-        const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-        const double a = (1.0 - ls) * wt;
-        const double b = ls / static_cast<double>(C);
-        for (int64_t c = 0; c < C; ++c) {
-          const double p = std::exp(static_cast<double>(row[c * S]) - lse);
-          double d = a * (p - (c == t ? 1.0 : 0.0));
-          if (ls > 0.0) d += b * (wc_sum * p - (has_w ? s.weight[static_cast<size_t>(c)] : 1.0));
-          out[c * S] = static_cast<T>(scale * d);
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-void nll_forward_kernel(const T* x, ClassLossSaved& s, std::vector<double>& loss) {
-  const int64_t N = s.L.N, C = s.L.C, S = s.L.S;
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t sp = 0; sp < S; ++sp) {
-      const size_t r = static_cast<size_t>(n * S + sp);
-      const int64_t t = s.target[r];
-      if (t == s.ignore_index) {
-        loss[r] = 0.0;
-        continue;
-      }
-      const double wt = s.weight.empty() ? 1.0 : s.weight[static_cast<size_t>(t)];
-      loss[r] = -wt * static_cast<double>(x[n * C * S + t * S + sp]);
-    }
-  }
-}
-
-template <typename T>
-void nll_backward_kernel(const ClassLossSaved& s, const T* g_elem, double g_scalar, T* gx) {
-  const int64_t N = s.L.N, C = s.L.C, S = s.L.S;
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t sp = 0; sp < S; ++sp) {
-      const size_t r = static_cast<size_t>(n * S + sp);
-      const int64_t t = s.target[r];
-      if (t == s.ignore_index) continue;
-      const double wt = s.weight.empty() ? 1.0 : s.weight[static_cast<size_t>(t)];
-      const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
-      gx[n * C * S + t * S + sp] = static_cast<T>(-wt * scale);
-    }
-  }
-}
-
-// The shared driver of the fused class-index losses. `ce`: cross_entropy (else nll_loss).
+// The fused class-index losses (native::class_loss_forward / _backward). `ce`: cross_entropy
+// (else nll_loss).
 Tensor fused_class_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
                         Reduction reduction, double label_smoothing, bool ce, const ClassLayout& L) {
   const char* name = ce ? "CrossEntropyLossBackward0" : "NllLossBackward0";
-  auto s = std::make_shared<ClassLossSaved>();
-  s->L = L;
-  s->target = target.to_vector<int64_t>();
-  check_target_values(s->target, L.C, ignore_index);
-  if (weight.defined()) s->weight = weight.to_vector<double>();
-  s->ignore_index = ignore_index;
-  s->label_smoothing = label_smoothing;
-  s->reduction = reduction;
-  s->dtype = input.dtype();
-  s->input_sizes = input.sizes();
-  const size_t rows = static_cast<size_t>(L.N * L.S);
-  if (ce) s->lse.assign(rows, 0.0);
-  std::vector<double> loss(rows);
-  Tensor x = native::contiguous(input);
-  if (input.dtype() == kFloat32) {
-    ce ? cross_entropy_forward_kernel(x.data_ptr<float>(), *s, loss) : nll_forward_kernel(x.data_ptr<float>(), *s, loss);
-  } else {
-    ce ? cross_entropy_forward_kernel(x.data_ptr<double>(), *s, loss) : nll_forward_kernel(x.data_ptr<double>(), *s, loss);
-  }
-  double total = 0.0, tw = 0.0;
-  for (size_t r = 0; r < rows; ++r) {
-    const int64_t t = s->target[r];
-    if (t == ignore_index) continue;
-    total += loss[r];
-    tw += s->weight.empty() ? 1.0 : s->weight[static_cast<size_t>(t)];
-  }
-  s->total_weight = tw;
+  native::ClassLossForward f = native::class_loss_forward(input, target, weight, ignore_index, label_smoothing, ce);
   Tensor out;
   if (reduction == Reduction::None) {
-    out = native::reshape(native::to(from_vector(loss, {static_cast<int64_t>(rows)}), input.device(), input.dtype()),
-                          L.out_sizes);
+    out = native::reshape(native::to(f.loss, input.device(), input.dtype()), L.out_sizes);
   } else {
-    double v = reduction == Reduction::Sum ? total : total / tw;
+    double v = reduction == Reduction::Sum ? f.sum : f.sum / f.total_weight;
     out = scalar_tensor(v, TensorOptions(input.dtype()).device(input.device()));
   }
   if (autograd::any_requires_grad({&input})) {
-    SavedVariable sx(ce ? x : Tensor());
-    autograd::record(name, {&input}, {&out}, [s, sx, ce, name](FunctionNode&, TensorList& g) {
-      Tensor gc = native::contiguous(g[0]);
-      if (gc.dtype() != s->dtype) gc = native::to(gc, s->dtype);
-      const bool per_elem = s->reduction == Reduction::None;
-      double gs = per_elem ? 0.0 : gc.item();
-      if (s->reduction == Reduction::Mean) gs /= s->total_weight;
-      const TensorOptions gopts = TensorOptions(s->dtype).device(gc.device());
-      Tensor gx = ce ? empty(s->input_sizes, gopts) : zeros(s->input_sizes, gopts);
-      auto run = [&](auto* tag) {
-        using T = std::remove_pointer_t<decltype(tag)>;
-        const T* ge = per_elem ? gc.data_ptr<T>() : nullptr;
-        if (ce) {
-          Tensor xv = sx.unpack(name);
-          cross_entropy_backward_kernel<T>(xv.data_ptr<T>(), *s, ge, gs, gx.data_ptr<T>());
-        } else {
-          nll_backward_kernel<T>(*s, ge, gs, gx.data_ptr<T>());
-        }
-      };
-      if (s->dtype == kFloat32) {
-        run(static_cast<float*>(nullptr));
-      } else {
-        run(static_cast<double*>(nullptr));
-      }
-      return TensorList{gx};
-    });
+    SavedVariable sx(ce ? input : Tensor());
+    autograd::record(name, {&input}, {&out},
+                     [sx, target, weight, lse = f.lse, tw = f.total_weight, ignore_index, label_smoothing, reduction,
+                      ce, name, sizes = input.sizes(), dt = input.dtype()](FunctionNode&, TensorList& g) {
+                       const bool per_elem = reduction == Reduction::None;
+                       double gs = per_elem ? 0.0 : g[0].item();
+                       if (reduction == Reduction::Mean) gs /= tw;
+                       Tensor logits = ce ? sx.unpack(name) : Tensor();
+                       return TensorList{native::class_loss_backward(sizes, dt, logits, target, weight, lse,
+                                                                     per_elem ? g[0] : Tensor(), gs, ignore_index,
+                                                                     label_smoothing, ce)};
+                     });
   }
   return out;
 }

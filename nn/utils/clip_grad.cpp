@@ -6,20 +6,9 @@
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 
 namespace ember::nn::utils {
-
-namespace {
-// The norm_type-norm of one gradient (sums accumulated in double).
-double grad_norm(const Tensor& g, double p) {
-  if (g.numel() == 0) return 0.0;
-  Tensor a = native::abs(g);
-  if (std::isinf(p)) return p > 0 ? native::amax(a).item() : native::amin(a).item();
-  if (p == 2.0) return std::sqrt(native::sum(native::mul(a, a), {}, false, kFloat64).item());
-  if (p == 1.0) return native::sum(a, {}, false, kFloat64).item();
-  return std::pow(native::sum(native::pow(a, p), {}, false, kFloat64).item(), 1.0 / p);
-}
-}  // namespace
 
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
                        bool error_if_nonfinite) {
@@ -33,18 +22,8 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
     if (g.defined() && seen.insert(p.impl()).second) grads.push_back(g);
   }
   if (grads.empty()) return 0.0;
-  double total = 0.0;
-  if (std::isinf(norm_type)) {
-    total = norm_type > 0 ? 0.0 : INFINITY;
-    for (const auto& g : grads) {
-      double n = grad_norm(g, norm_type);
-      total = norm_type > 0 ? std::max(total, n) : std::min(total, n);
-    }
-  } else {
-    double acc = 0.0;
-    for (const auto& g : grads) acc += std::pow(grad_norm(g, norm_type), norm_type);
-    total = std::pow(acc, 1.0 / norm_type);
-  }
+  // One norm over all gradients (native::total_norm), then one scaling pass.
+  const double total = native::total_norm(grads, norm_type);
   if (error_if_nonfinite && !std::isfinite(total)) {
     EMBER_THROW(Error, "The total norm of order ", norm_type,
                 " for gradients from `parameters` is non-finite, so it cannot be clipped. To disable this error "
@@ -52,7 +31,7 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
   }
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0 || std::isnan(coef)) {
-    for (auto& g : grads) native::mul_(g, coef);
+    native::scale_all_(grads, coef);
   }
   return total;
 }

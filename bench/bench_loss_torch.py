@@ -1,0 +1,62 @@
+"""PyTorch side of ember-bench-loss: the same loss and norm work, driven over stdin/stdout.
+
+Started by bench/bench_loss.cpp as `python3 bench_loss_torch.py ROWS CLASSES`. Commands, one
+per line: `threads N` (torch.set_num_threads), `time CASE` (one timed run of CASE; replies with
+its wall time in ms), `quit`. CASE is log_softmax (forward), log_softmax_nll (log_softmax +
+nll_loss forward and backward), cross_entropy (forward and backward), clip_grad_norm (over the
+word LM's parameter shapes, max_norm 0.25).
+"""
+import sys
+import time
+
+import torch
+
+
+def main():
+    rows, classes = int(sys.argv[1]), int(sys.argv[2])
+    torch.manual_seed(0)
+    x = torch.randn(rows, classes)
+    xg = x.clone().requires_grad_(True)
+    target = torch.randint(0, classes, (rows,))
+    shapes = [(10000, 200)] + [(800, 200), (800, 200), (800,), (800,)] * 2 + [(10000, 200), (10000,)]
+    params = [torch.zeros(s, requires_grad=True) for s in shapes]
+    for p in params:
+        p.grad = torch.randn(p.shape)
+
+    def log_softmax():
+        torch.log_softmax(x, 1)
+
+    def log_softmax_nll():
+        xg.grad = None
+        torch.nn.functional.nll_loss(torch.log_softmax(xg, 1), target).backward()
+
+    def cross_entropy():
+        xg.grad = None
+        torch.nn.functional.cross_entropy(xg, target).backward()
+
+    def clip():
+        torch.nn.utils.clip_grad_norm_(params, 0.25)
+
+    cases = {"log_softmax": log_softmax, "log_softmax_nll": log_softmax_nll, "cross_entropy": cross_entropy,
+             "clip_grad_norm": clip}
+    print("ready", torch.__version__, flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd:
+            continue
+        if cmd[0] == "threads":
+            torch.set_num_threads(int(cmd[1]))
+            print("ok", torch.get_num_threads(), flush=True)
+        elif cmd[0] == "time" and len(cmd) == 2 and cmd[1] in cases:
+            t0 = time.perf_counter()
+            cases[cmd[1]]()
+            print("%.6f" % ((time.perf_counter() - t0) * 1e3), flush=True)
+        elif cmd[0] == "quit":
+            print("bye", flush=True)
+            return
+        else:
+            print("error unknown command", " ".join(cmd), flush=True)
+
+
+if __name__ == "__main__":
+    main()

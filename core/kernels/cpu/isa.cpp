@@ -1,0 +1,64 @@
+#include "core/kernels/cpu/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+namespace ember::kernels::cpu {
+namespace {
+
+CpuIsa detect() {
+#if EMBER_HAVE_X86_VARIANTS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")) {
+    return CpuIsa::kAvx512;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")) {
+    return CpuIsa::kAvx2;
+  }
+#endif
+  return CpuIsa::kBaseline;
+}
+
+CpuIsa env_cap() {
+  const char* e = std::getenv("EMBER_CPU_ISA");
+  if (e == nullptr) return CpuIsa::kAvx512;
+  if (std::strcmp(e, "baseline") == 0) return CpuIsa::kBaseline;
+  if (std::strcmp(e, "avx2") == 0) return CpuIsa::kAvx2;
+  return CpuIsa::kAvx512;
+}
+
+std::atomic<int8_t>& cap() {
+  static std::atomic<int8_t> c{static_cast<int8_t>(env_cap())};
+  return c;
+}
+
+}  // namespace
+
+CpuIsa hardware_isa() {
+  static const CpuIsa isa = detect();
+  return isa;
+}
+
+CpuIsa cpu_isa() {
+  const int8_t hw = static_cast<int8_t>(hardware_isa());
+  const int8_t c = cap().load(std::memory_order_relaxed);
+  return static_cast<CpuIsa>(hw < c ? hw : c);
+}
+
+const char* isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kBaseline: return "baseline";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+ScopedCpuIsa::ScopedCpuIsa(CpuIsa isa) : previous_(static_cast<CpuIsa>(cap().load())) {
+  cap().store(static_cast<int8_t>(isa));
+}
+ScopedCpuIsa::~ScopedCpuIsa() { cap().store(static_cast<int8_t>(previous_)); }
+
+}  // namespace ember::kernels::cpu

@@ -1,0 +1,75 @@
+#include "core/kernels/cpu/norm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/kernels/cpu/isa.h"
+#include "core/kernels/cpu/vec_math.h"
+#include "core/thread_pool.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+constexpr int64_t kBlock = 512;  // float lanes accumulate this many elements before a double sum
+
+// Sum of squares of n floats: float vector lanes per block of kBlock, blocks summed in double.
+template <int W>
+EMBER_CPU_INLINE double sum_squares(const float* x, int64_t n) {
+  using V = vfloat<W>;
+  double total = 0.0;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    V a = splat<V>(0.0f), b = a;
+    for (int64_t k = 0; k < kBlock; k += 2 * W) {
+      const V u = load<V>(x + i + k), v = load<V>(x + i + k + W);
+      a += u * u;
+      b += v * v;
+    }
+    total += static_cast<double>(hsum<W>(a + b));
+  }
+  for (; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
+  return total;
+}
+
+template <typename T>
+double generic_partial(const T* x, int64_t n, double p) {
+  if (std::isinf(p)) {
+    double m = p > 0 ? 0.0 : INFINITY;
+    for (int64_t i = 0; i < n; ++i) {
+      const double a = std::fabs(static_cast<double>(x[i]));
+      if (std::isnan(a)) return a;
+      m = p > 0 ? std::max(m, a) : std::min(m, a);
+    }
+    return m;
+  }
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = std::fabs(static_cast<double>(x[i]));
+    s += p == 2.0 ? a * a : (p == 1.0 ? a : std::pow(a, p));
+  }
+  return s;
+}
+
+}  // namespace
+
+EMBER_CPU_ISA_VARIANTS(double, sum_squares_f32, (const float* x, int64_t n), (x, n), return sum_squares<kW>(x, n))
+
+void norm_partials(DType dtype, const void* x, int64_t n, double p, double* out) {
+  const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
+  parallel_for(0, chunks, n >= 4 * kNormChunk ? 1 : chunks, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c * kNormChunk, len = std::min(kNormChunk, n - b);
+      if (dtype == kFloat32 && p == 2.0) {
+        out[c] = sum_squares_f32(static_cast<const float*>(x) + b, len);
+      } else if (dtype == kFloat32) {
+        out[c] = generic_partial(static_cast<const float*>(x) + b, len, p);
+      } else {
+        EMBER_INTERNAL_ASSERT(dtype == kFloat64, "norm_partials: dtype ", dtype);
+        out[c] = generic_partial(static_cast<const double*>(x) + b, len, p);
+      }
+    }
+  });
+}
+
+}  // namespace ember::kernels::cpu

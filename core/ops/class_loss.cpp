@@ -1,0 +1,131 @@
+// class_loss_forward / class_loss_backward (core/ops/nn_native.h): checks, host copies of the
+// target and weight, dispatch on device. CPU kernels: core/kernels/cpu/class_loss.cpp.
+#include <cmath>
+
+#include "core/kernels/cpu/class_loss.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/ops/nn_native.h"
+
+namespace ember::native {
+
+// Note [Class-index loss kernels]
+// cross_entropy and nll_loss over class indices view the input as [N, C, S] (S = product of
+// the trailing dims d1...; 1 for [N, C]) and the target as [N * S]. On CPU in float32/float64
+// nn's one autograd node calls class_loss_forward, which does log_softmax + gather + weighting + reduction forward, and backward rebuilds
+// softmax from the saved per-row log-sum-exp instead of saving a [N, C] log-probability tensor.
+// Sums are in double and run serially in row order, so results do not depend on the thread
+// count; float32 rows with the class dim innermost compute softmax terms in float with a
+// vectorizable exp (exp_approx, Note [Fast exp] in core/kernels/cpu/vec_math.h), everything else in double. Per element (t the target, w[t] its weight, W_C = sum_c w_c, ls the label
+// smoothing, lse the row's log-sum-exp):
+//   l    = (1 - ls) * w[t] * (lse - x_t) + ls / C * sum_c w_c * (lse - x_c)
+//   dl/dx_c = (1 - ls) * w[t] * (p_c - [c == t]) + ls / C * (W_C * p_c - w_c)
+// and 'mean' divides the sum over non-ignored elements by sum w[t] over them, which is
+// PyTorch's definition (nll_loss's weighted mean; label smoothing normalized the same way).
+namespace {
+
+struct Prepared {
+  kernels::cpu::ClassLossRows rows;
+  Tensor x, target, weight;  // contiguous; target int64, weight float64 (or undefined)
+};
+
+// `input` may be undefined (nll_loss's backward reads no input values): then only its sizes.
+Prepared prepare(const IntList& sizes, DType dtype, Device device, const Tensor& input, const Tensor& target,
+                 const Tensor& weight, int64_t ignore_index, double label_smoothing, const char* op) {
+  EMBER_CHECK_T(TypeError, dtype == kFloat32 || dtype == kFloat64, op, ": expected float32 or float64 input, got ",
+                dtype);
+  EMBER_CHECK_T(NotImplementedError, device.is_cpu() && target.device().is_cpu() &&
+                                         (!weight.defined() || weight.device().is_cpu()),
+                op, ": no kernel for ", device, " yet");
+  EMBER_CHECK_T(ValueError, !sizes.empty(), op, ": expected 1 or more dimensions, got 0");
+  Prepared p;
+  if (input.defined()) p.x = contiguous(input);
+  p.target = contiguous(target.dtype() == kInt64 ? target : to(target, kInt64));
+  if (weight.defined()) p.weight = contiguous(to(weight, kFloat64));
+  auto& r = p.rows;
+  if (sizes.size() == 1) {
+    r.N = 1;
+    r.C = sizes[0];
+  } else {
+    r.N = sizes[0];
+    r.C = sizes[1];
+    for (size_t d = 2; d < sizes.size(); ++d) r.S *= sizes[d];
+  }
+  EMBER_CHECK_T(ValueError, p.target.numel() == r.N * r.S, op, ": expected ", r.N * r.S, " targets for input ",
+                sizes, ", got ", p.target.numel());
+  EMBER_CHECK_T(ValueError, !weight.defined() || weight.numel() == r.C, op, ": expected a weight of ", r.C,
+                " classes, got ", weight.sizes());
+  r.target = p.target.data_ptr<int64_t>();
+  r.weight = p.weight.defined() ? p.weight.data_ptr<double>() : nullptr;
+  r.ignore_index = ignore_index;
+  r.label_smoothing = label_smoothing;
+  return p;
+}
+
+}  // namespace
+
+ClassLossForward class_loss_forward(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                    int64_t ignore_index, double label_smoothing, bool from_logits) {
+  const char* op = from_logits ? "cross_entropy" : "nll_loss";
+  Prepared p = prepare(input.sizes(), input.dtype(), input.device(), input, target, weight, ignore_index,
+                       label_smoothing, op);
+  auto& r = p.rows;
+  const int64_t rows = r.N * r.S;
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = r.target[i];
+    if (t == ignore_index) continue;
+    EMBER_CHECK_T(IndexError, t >= 0 && t < r.C, "Target ", t, " is out of bounds.");
+  }
+  ClassLossForward out;
+  out.loss = empty({rows}, TensorOptions(kFloat64));
+  double* loss = out.loss.data_ptr<double>();
+  if (from_logits) {
+    out.lse = empty({rows}, TensorOptions(kFloat64));
+    r.lse = out.lse.data_ptr<double>();
+    kernels::cpu::cross_entropy_forward(input.dtype(), p.x.raw_data(), r, loss);
+  } else {
+    kernels::cpu::nll_forward(input.dtype(), p.x.raw_data(), r, loss);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = r.target[i];
+    if (t == ignore_index) continue;
+    out.sum += loss[i];
+    out.total_weight += r.weight != nullptr ? r.weight[t] : 1.0;
+  }
+  return out;
+}
+
+Tensor class_loss_backward(const IntList& input_sizes, DType dtype, const Tensor& logits, const Tensor& target,
+                           const Tensor& weight, const Tensor& lse, const Tensor& grad_elem, double grad_scalar,
+                           int64_t ignore_index, double label_smoothing, bool from_logits) {
+  const char* op = from_logits ? "cross_entropy_backward" : "nll_loss_backward";
+  EMBER_CHECK_T(ValueError, !from_logits || (logits.defined() && logits.sizes() == input_sizes), op,
+                ": expected the forward's logits of shape ", input_sizes);
+  const Device device = from_logits ? logits.device() : target.device();
+  Prepared p = prepare(input_sizes, dtype, device, from_logits ? logits : Tensor(), target, weight, ignore_index,
+                       label_smoothing, op);
+  auto& r = p.rows;
+  Tensor ge;
+  if (grad_elem.defined()) {
+    ge = contiguous(grad_elem.dtype() == dtype ? grad_elem : to(grad_elem, dtype));
+    EMBER_CHECK_T(ValueError, ge.numel() == r.N * r.S, op, ": expected ", r.N * r.S, " loss gradients, got ",
+                  ge.numel());
+  }
+  const TensorOptions opts = TensorOptions(dtype).device(device);
+  Tensor gx;
+  if (from_logits) {
+    EMBER_CHECK_T(ValueError, lse.defined() && lse.dtype() == kFloat64 && lse.numel() == r.N * r.S, op,
+                  ": expected the forward's float64 log-sum-exp of ", r.N * r.S, " rows");
+    Tensor l = contiguous(lse);
+    r.lse = l.data_ptr<double>();
+    gx = empty(input_sizes, opts);
+    kernels::cpu::cross_entropy_backward(dtype, p.x.raw_data(), r, ge.defined() ? ge.raw_data() : nullptr,
+                                         grad_scalar, gx.raw_data());
+  } else {
+    gx = zeros(input_sizes, opts);
+    kernels::cpu::nll_backward(dtype, r, ge.defined() ? ge.raw_data() : nullptr, grad_scalar, gx.raw_data());
+  }
+  return gx;
+}
+
+}  // namespace ember::native

@@ -1,0 +1,206 @@
+// The hand-vectorized CPU kernels (core/kernels/cpu/) under every ISA variant this CPU runs
+// (ScopedCpuIsa): softmax / log_softmax rows and their backward, and total_norm, against plain
+// float64 loops, at row lengths around every vector width and with -inf / NaN entries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/kernels/cpu/isa.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/ops/nn_native.h"
+#include "core/thread_pool.h"
+
+namespace {
+
+using namespace ember;
+using kernels::cpu::CpuIsa;
+using kernels::cpu::ScopedCpuIsa;
+
+std::vector<CpuIsa> supported_isas() {
+  std::vector<CpuIsa> v;
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (static_cast<int>(isa) <= static_cast<int>(kernels::cpu::hardware_isa())) v.push_back(isa);
+  }
+  return v;
+}
+
+std::vector<float> random_floats(int64_t n, uint32_t seed, float lo, float hi) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+// float64 reference of one row.
+std::vector<double> ref_softmax_row(const float* x, int64_t C, bool log) {
+  double m = -INFINITY;
+  for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(x[c]));
+  if (std::isinf(m) && m < 0) m = 0;
+  double s = 0;
+  for (int64_t c = 0; c < C; ++c) s += std::exp(x[c] - m);
+  std::vector<double> y(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) y[static_cast<size_t>(c)] = log ? x[c] - m - std::log(s) : std::exp(x[c] - m) / s;
+  return y;
+}
+
+void expect_close(double got, double want, double rtol, double atol, const std::string& what) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << what << ": got " << got << ", want NaN";
+  } else if (std::isinf(want)) {
+    EXPECT_EQ(got, want) << what;
+  } else {
+    EXPECT_LE(std::fabs(got - want), atol + rtol * std::fabs(want)) << what << ": got " << got << ", want " << want;
+  }
+}
+
+TEST(CpuKernels, SoftmaxRowsMatchFloat64AtEveryWidthAndIsa) {
+  for (CpuIsa isa : supported_isas()) {
+    ScopedCpuIsa scoped(isa);
+    for (int64_t C : {1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 47, 100, 5000}) {
+      const int64_t R = 5;
+      std::vector<float> xv = random_floats(R * C, static_cast<uint32_t>(C), -20.0f, 20.0f);
+      if (C > 2) xv[static_cast<size_t>(C + 1)] = -INFINITY;  // masked entry in row 1
+      Tensor x = from_vector<float>(xv, {R, C});
+      for (bool log : {false, true}) {
+        Tensor y = log ? native::log_softmax(x, 1) : native::softmax(x, 1);
+        std::vector<float> yv = y.to_vector<float>();
+        for (int64_t r = 0; r < R; ++r) {
+          auto want = ref_softmax_row(xv.data() + r * C, C, log);
+          for (int64_t c = 0; c < C; ++c) {
+            expect_close(yv[static_cast<size_t>(r * C + c)], want[static_cast<size_t>(c)], 2e-6, log ? 2e-5 : 1e-7,
+                         std::string(kernels::cpu::isa_name(isa)) + (log ? " log_softmax" : " softmax") + " C=" +
+                             std::to_string(C) + " r=" + std::to_string(r) + " c=" + std::to_string(c));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, SoftmaxBackwardRowsMatchFloat64AtEveryWidthAndIsa) {
+  for (CpuIsa isa : supported_isas()) {
+    ScopedCpuIsa scoped(isa);
+    for (int64_t C : {1, 5, 16, 33, 257}) {
+      const int64_t R = 3;
+      std::vector<float> xv = random_floats(R * C, 7u + static_cast<uint32_t>(C), -4.0f, 4.0f);
+      std::vector<float> gv = random_floats(R * C, 9u + static_cast<uint32_t>(C), -1.0f, 1.0f);
+      Tensor x = from_vector<float>(xv, {R, C}), g = from_vector<float>(gv, {R, C});
+      for (bool log : {false, true}) {
+        Tensor y = log ? native::log_softmax(x, 1) : native::softmax(x, 1);
+        std::vector<float> yv = y.to_vector<float>();
+        Tensor gx = log ? native::log_softmax_backward(g, y, 1) : native::softmax_backward(g, y, 1);
+        std::vector<float> gxv = gx.to_vector<float>();
+        for (int64_t r = 0; r < R; ++r) {
+          double s = 0;
+          for (int64_t c = 0; c < C; ++c) {
+            const size_t k = static_cast<size_t>(r * C + c);
+            s += log ? gv[k] : static_cast<double>(gv[k]) * yv[k];
+          }
+          for (int64_t c = 0; c < C; ++c) {
+            const size_t k = static_cast<size_t>(r * C + c);
+            const double want = log ? gv[k] - std::exp(static_cast<double>(yv[k])) * s : yv[k] * (gv[k] - s);
+            expect_close(gxv[k], want, 1e-5, 1e-6,
+                         std::string(kernels::cpu::isa_name(isa)) + " backward C=" + std::to_string(C));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, SoftmaxRowsPropagateNaNAndGiveNaNForAllMinusInfRows) {
+  for (CpuIsa isa : supported_isas()) {
+    ScopedCpuIsa scoped(isa);
+    for (int64_t C : {3, 40}) {
+      std::vector<float> xv(static_cast<size_t>(2 * C), 0.5f);
+      xv[1] = std::numeric_limits<float>::quiet_NaN();
+      for (int64_t c = 0; c < C; ++c) xv[static_cast<size_t>(C + c)] = -INFINITY;
+      Tensor x = from_vector<float>(xv, {2, C});
+      for (Tensor y : {native::softmax(x, 1), native::log_softmax(x, 1)}) {
+        for (float v : y.to_vector<float>()) EXPECT_TRUE(std::isnan(v)) << kernels::cpu::isa_name(isa) << " C=" << C;
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, SoftmaxRowsDoNotDependOnTheThreadCount) {
+  std::vector<float> xv = random_floats(300 * 700, 3u, -10.0f, 10.0f);
+  Tensor x = from_vector<float>(xv, {300, 700});
+  const int saved = get_num_threads();
+  set_num_threads(1);
+  std::vector<float> one = native::log_softmax(x, 1).to_vector<float>();
+  set_num_threads(3);
+  std::vector<float> three = native::log_softmax(x, 1).to_vector<float>();
+  set_num_threads(saved);
+  EXPECT_EQ(one, three);
+}
+
+double ref_norm(const std::vector<std::vector<float>>& ts, double p) {
+  if (std::isinf(p)) {
+    double m = p > 0 ? 0.0 : INFINITY;
+    for (const auto& t : ts) {
+      for (float v : t) m = p > 0 ? std::max(m, std::fabs(static_cast<double>(v))) : std::min(m, std::fabs(static_cast<double>(v)));
+    }
+    return m;
+  }
+  double s = 0;
+  for (const auto& t : ts) {
+    for (float v : t) s += std::pow(std::fabs(static_cast<double>(v)), p);
+  }
+  return std::pow(s, 1.0 / p);
+}
+
+TEST(CpuKernels, TotalNormOverManyTensorsMatchesFloat64) {
+  // Sizes around the vector widths, the 512-element block and the 65536-element chunk.
+  std::vector<std::vector<float>> vals;
+  std::vector<Tensor> ts;
+  uint32_t seed = 1;
+  for (int64_t n : {1, 17, 511, 513, 65535, 65537, 200000}) {
+    vals.push_back(random_floats(n, seed++, -3.0f, 3.0f));
+    ts.push_back(from_vector<float>(vals.back(), {n}));
+  }
+  // A non-contiguous view.
+  Tensor m = from_vector<float>(random_floats(40 * 30, 99u, -2.0f, 2.0f), {40, 30});
+  Tensor mt = native::t(m);
+  vals.push_back(native::contiguous(mt).to_vector<float>());
+  ts.push_back(mt);
+  for (CpuIsa isa : supported_isas()) {
+    ScopedCpuIsa scoped(isa);
+    for (double p : {2.0, 1.0, 3.0, double(INFINITY), -double(INFINITY)}) {
+      const double want = ref_norm(vals, p);
+      EXPECT_NEAR(native::total_norm(ts, p), want, 1e-6 * want) << kernels::cpu::isa_name(isa) << " p=" << p;
+    }
+  }
+  std::vector<Tensor> doubles{native::to(ts[5], kFloat64)};
+  EXPECT_NEAR(native::total_norm(doubles, 2.0), ref_norm({vals[5]}, 2.0), 1e-9 * ref_norm({vals[5]}, 2.0));
+  EXPECT_EQ(native::total_norm({}, 2.0), 0.0);
+  EXPECT_TRUE(std::isnan(native::total_norm({from_vector<float>({1.0f, NAN}, {2})}, 2.0)));
+  EXPECT_TRUE(std::isnan(native::total_norm({from_vector<float>({1.0f, NAN}, {2})}, INFINITY)));
+}
+
+TEST(CpuKernels, TotalNormDoesNotDependOnTheThreadCount) {
+  Tensor t = from_vector<float>(random_floats(1 << 20, 5u, -1.0f, 1.0f), {1 << 20});
+  const int saved = get_num_threads();
+  set_num_threads(1);
+  const double one = native::total_norm({t}, 2.0);
+  set_num_threads(3);
+  const double three = native::total_norm({t}, 2.0);
+  set_num_threads(saved);
+  EXPECT_EQ(one, three);
+}
+
+TEST(CpuKernels, IsaCapFollowsScopedCpuIsa) {
+  const CpuIsa before = kernels::cpu::cpu_isa();
+  {
+    ScopedCpuIsa scoped(CpuIsa::kBaseline);
+    EXPECT_EQ(kernels::cpu::cpu_isa(), CpuIsa::kBaseline);
+  }
+  EXPECT_EQ(kernels::cpu::cpu_isa(), before);
+}
+
+}  // namespace

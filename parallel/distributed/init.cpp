@@ -9,8 +9,10 @@
 #include "core/error.h"
 #include "parallel/distributed/file_store.h"
 #include "parallel/distributed/prefix_store.h"
+#include "parallel/distributed/slurm.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed/tcp_store.h"
+#include "parallel/distributed/torch_tcp_store.h"
 #if EMBER_HAVE_MPI
 #include "parallel/distributed/mpi/process_group_mpi.h"
 #endif
@@ -60,6 +62,12 @@ std::pair<std::string, int> parse_tcp_url(const std::string& url) {
 
 std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, int rank, int world_size,
                                       const DistributedEnv& env, int64_t timeout_ms) {
+  if (env.torch_store) {
+    // torchrun's agent hosts a PyTorch TCPStore: speak its protocol, as a client only.
+    TorchTCPStoreOptions to;
+    to.timeout_ms = timeout_ms;
+    return std::make_shared<TorchTCPStore>(host, static_cast<uint16_t>(port), to);
+  }
   TCPStoreOptions o;
   o.timeout_ms = timeout_ms;
   o.token = env.store_token;  // empty: TCPStore reads EMBER_STORE_TOKEN itself
@@ -113,11 +121,25 @@ DistributedEnv read_distributed_env() {
   }
   if (const char* a = get("MASTER_ADDR")) env.master_addr = a;
   env.master_port = int_var("MASTER_PORT", 1, 65535);
+  if (!env.rank && !env.world_size) {
+    const SlurmStep slurm = read_slurm_step();
+    if (slurm.in_step()) {
+      env.under_srun = true;
+      env.rank = slurm.rank;
+      env.world_size = slurm.world_size;
+      if (!env.local_rank) env.local_rank = slurm.local_rank;
+      if (!env.local_world_size) env.local_world_size = slurm.local_world_size;
+      if (!env.master_addr && !slurm.hosts.empty()) env.master_addr = slurm.hosts.front();
+      if (!env.master_port && slurm.job_id) env.master_port = slurm_master_port(*slurm.job_id, slurm.step_id);
+    }
+  }
   if (const char* t = get("EMBER_STORE_TOKEN")) env.store_token = t;
   const char* agent = get("EMBER_USE_AGENT_STORE");
   const char* torch_agent = get("TORCHELASTIC_USE_AGENT_STORE");
-  env.launcher_store = (agent != nullptr && std::string(agent) == "1") ||
-                       (torch_agent != nullptr && (std::string(torch_agent) == "True" || std::string(torch_agent) == "1"));
+  const bool ember_agent = agent != nullptr && std::string(agent) == "1";
+  env.torch_store = !ember_agent && torch_agent != nullptr &&
+                    (std::string(torch_agent) == "True" || std::string(torch_agent) == "1");
+  env.launcher_store = ember_agent || env.torch_store;
   if (auto rc = int_var("EMBER_RESTART_COUNT", 0, INT_MAX)) {
     env.restart_count = *rc;
   } else if (auto trc = int_var("TORCHELASTIC_RESTART_COUNT", 0, INT_MAX)) {
@@ -156,11 +178,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
     const int rank = options.rank >= 0 ? options.rank : env.rank.value_or(-1);
     const int world_size = options.world_size >= 0 ? options.world_size : env.world_size.value_or(-1);
     EMBER_CHECK_T(ValueError, rank >= 0,
-                  "init_process_group: environment variable RANK is not set (nor OMPI_COMM_WORLD_RANK); start "
-                  "the program with ember-run, torchrun or mpirun, or pass options.rank");
+                  "init_process_group: environment variable RANK is not set (nor OMPI_COMM_WORLD_RANK, nor "
+                  "SLURM_PROCID); start the program with ember-run, torchrun, mpirun or srun, or pass options.rank");
     EMBER_CHECK_T(ValueError, world_size >= 1,
-                  "init_process_group: environment variable WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE); "
-                  "start the program with ember-run, torchrun or mpirun, or pass options.world_size");
+                  "init_process_group: environment variable WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE, nor "
+                  "SLURM_NTASKS); start the program with ember-run, torchrun, mpirun or srun, or pass "
+                  "options.world_size");
     EMBER_CHECK_T(ValueError, rank < world_size, "init_process_group: rank ", rank, " is not below world_size ",
                   world_size, " (RANK / WORLD_SIZE)");
     std::shared_ptr<Store> base;

@@ -1,8 +1,10 @@
 // init_process_group: builds a ProcessGroup of a named backend ("tcp", "mpi", "nccl") from
 // explicit options or from the environment a launcher sets — torchrun's names (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; ember-run sets them
-// and EMBER_STORE_TOKEN) or OpenMPI's under mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK,
-// _LOCAL_SIZE). It also keeps the process's default group. Thread-safe.
+// and EMBER_STORE_TOKEN), OpenMPI's under mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK,
+// _LOCAL_SIZE) or Slurm's under srun (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, ...; the
+// step's first host as MASTER_ADDR and a port from the job id when those are unset).
+// It also keeps the process's default group. Thread-safe.
 #pragma once
 #include <memory>
 #include <optional>
@@ -53,12 +55,17 @@ struct DistributedEnv {
   std::optional<int> master_port;
   std::string store_token;        // EMBER_STORE_TOKEN, empty if unset
   bool launcher_store = false;    // a launcher hosts the store: no rank starts a server
+  bool torch_store = false;       // ...and it is torchrun's agent: a PyTorch TCPStore (TorchTCPStore)
   int restart_count = 0;          // EMBER_RESTART_COUNT / TORCHELASTIC_RESTART_COUNT
   bool under_mpirun = false;      // the values came from OMPI_COMM_WORLD_*
+  bool under_srun = false;        // ...from SLURM_* (see read_slurm_step)
 };
 
-/// Reads the variables above; a variable that is set but not a valid number (or port) is a
-/// ValueError naming it and its value. Unset ones stay empty.
+/// Reads the variables above, in this order of precedence: torchrun's names (ember-run and
+/// torchrun), OMPI_COMM_WORLD_* (mpirun), SLURM_* (srun). Under srun, MASTER_ADDR defaults to
+/// the first host of SLURM_STEP_NODELIST and MASTER_PORT to slurm_master_port(job, step).
+/// A variable that is set but not a valid number (or port, or host list) is a ValueError
+/// naming it and its value. Unset ones stay empty.
 DistributedEnv read_distributed_env();
 
 }  // namespace ember::parallel

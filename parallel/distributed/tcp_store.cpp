@@ -93,31 +93,34 @@ std::string TCPStore::where() const { return " (store server " + host_ + ":" + s
 TCPStore::ConnectionPtr TCPStore::open_connection(int64_t timeout_ms, bool retry_until_deadline) {
   const auto deadline = detail::deadline_after(timeout_ms);
   auto conn = std::make_unique<ClientConnection>();
-  auto backoff = std::chrono::milliseconds(10);
-  while (true) {
-    auto r = conn->connect(host_, port_, deadline);
-    if (r == ClientConnection::Result::kOk) break;
-    if (r == ClientConnection::Result::kTimeout || Clock::now() >= deadline)
-      EMBER_THROW(DistributedError, "TCPStore: could not connect to the store server at ", host_, ":",
-                  port_, " within ", timeout_ms, " ms (", conn->message(), ")");
-    if (!retry_until_deadline)
-      EMBER_THROW(DistributedError, "TCPStore: cannot connect to the store server at ", host_, ":",
-                  port_, " (", conn->message(), "); is the server (rank 0 or ember-run) still alive?");
-    // Not up yet (workers usually start before rank 0 listens): try again shortly.
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-  }
+  // Not up yet (workers usually start before rank 0 listens): retried until the deadline.
+  auto r = retry_until_deadline ? conn->connect_retrying(host_, port_, deadline) : conn->connect(host_, port_, deadline);
+  if (r == ClientConnection::Result::kTimeout || (r != ClientConnection::Result::kOk && retry_until_deadline))
+    EMBER_THROW(DistributedError, "TCPStore: could not connect to the store server at ", host_, ":", port_,
+                " within ", timeout_ms, " ms (", conn->message(), ")");
+  if (r != ClientConnection::Result::kOk)
+    EMBER_THROW(DistributedError, "TCPStore: cannot connect to the store server at ", host_, ":", port_, " (",
+                conn->message(), "); is the server (rank 0 or ember-run) still alive?");
   std::vector<uint8_t> response;
   auto frame = FrameWriter().u8(uint8_t(Op::kAuth)).bytes(detail::kAuthMagic).bytes(token_);
-  auto r = conn->request(std::move(frame).finish(), response, deadline);
+  r = conn->request(std::move(frame).finish(), response, deadline);
   if (r == ClientConnection::Result::kTimeout)
     EMBER_THROW(DistributedError, "TCPStore: the store server at ", host_, ":", port_,
                 " did not answer the authentication request within ", timeout_ms, " ms");
-  if (r != ClientConnection::Result::kOk || response.empty() || response[0] != uint8_t(Status::kOk))
+  if (r != ClientConnection::Result::kOk)
+    EMBER_THROW(DistributedError, "TCPStore: the server at ", host_, ":", port_,
+                " closed the connection without answering ember's store handshake (", conn->message(),
+                "): expected an ember TCPStore (rank 0's or ember-run's). A PyTorch TCPStore, such as torchrun's "
+                "agent hosts, does this; ranks speak PyTorch's protocol to it when TORCHELASTIC_USE_AGENT_STORE=True");
+  if (response.size() == 1 && response[0] == uint8_t(Status::kAuthFailed))
     EMBER_THROW(DistributedError, "TCPStore: authentication failed with the store server at ", host_,
                 ":", port_, ": the server refused this client's token (",
                 token_.empty() ? "none given" : "wrong token",
                 "); set ", kStoreTokenEnv, " to the token of the job's launcher or store");
+  if (response.size() != 1 || response[0] != uint8_t(Status::kOk))
+    EMBER_THROW(DistributedError, "TCPStore: the server at ", host_, ":", port_,
+                " answered ember's store handshake with ", response.size(), " bytes starting ",
+                int(response.empty() ? -1 : response[0]), ": expected the 1-byte status of an ember TCPStore");
   return conn;
 }
 

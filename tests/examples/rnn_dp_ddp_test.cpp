@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/rnn_dp_test_util.h"
 
 extern char** environ;
@@ -51,110 +52,14 @@ const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none 
                           std::to_string(kLongEpochs) + " --timeout 60";
 const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using rnn_dp_test::Child;
+using rnn_dp_test::free_port;
+using rnn_dp_test::read_file;
+using rnn_dp_test::spawn;
+using rnn_dp_test::wait_exit;
+using rnn_dp_test::wait_for;
 
-// A process started with posix_spawn, its stdout and stderr in one log file.
-struct Child {
-  pid_t pid = -1;
-  fs::path log;
-};
-
-Child spawn(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, const fs::path& log) {
-  std::vector<std::string> env_strings = extra_env;
-  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
-  std::vector<char*> envp, args;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv_copy = argv;
-  for (auto& s : argv_copy) args.push_back(s.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  Child c;
-  c.log = log;
-  const int rc = posix_spawn(&c.pid, args[0], &fa, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  EXPECT_EQ(rc, 0) << "posix_spawn " << argv[0] << ": " << std::strerror(rc);
-  if (rc != 0) c.pid = -1;
-  return c;
-}
-
-// Waits until the log matches `pattern` (returning the match's first group, or the whole
-// match) or `timeout` passes (nullopt).
-std::optional<std::string> wait_for(const fs::path& log, const std::regex& pattern, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    std::smatch m;
-    const std::string text = read_file(log);
-    if (std::regex_search(text, m, pattern)) return m.size() > 1 ? m[1].str() : m[0].str();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return std::nullopt;
-}
-
-// The wait status of `pid` within `timeout`; nullopt (after killing it) when it did not end.
-std::optional<int> wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  return std::nullopt;
-}
-
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    return 0;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-class RnnDpDdp : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/rnn_dp_ddp_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr) << std::strerror(errno);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  // The arguments every run gets: its own metrics file and checkpoint directory under dir_.
-  std::string files(const std::string& name) const {
-    return "--dict-dir " + std::string(kDictDir) + " --metrics " + (dir_ / name / "metrics.jsonl").string() +
-           " --checkpoint-dir " + (dir_ / name / "ckpt").string();
-  }
-  fs::path last(const std::string& name) const { return dir_ / name / "ckpt" / "last.safetensors"; }
-  fs::path metrics(const std::string& name) const { return dir_ / name / "metrics.jsonl"; }
-  RunResult rnn_dp(const std::string& name, const std::string& args) const {
-    return run_command(std::string(RNN_DP_BINARY) + " " + files(name) + " " + args);
-  }
-  RunResult ember_run(int nproc, const std::string& name, const std::string& args) const {
-    return run_command(std::string(EMBER_RUN_BINARY) + " --nproc-per-node " + std::to_string(nproc) + " " +
-                       RNN_DP_BINARY + " --ddp " + files(name) + " " + args);
-  }
-  fs::path dir_;
-};
+class RnnDpDdp : public rnn_dp_test::RunDirTest {};
 
 // Only rank 0 reports; every rank announces itself once.
 void expect_rank0_reports(const std::string& out, int world, int epochs) {
@@ -287,21 +192,15 @@ TEST_F(RnnDpDdp, EmberRunReportsTheKilledRankAndTheRestartResumes) {
                                    "--ddp", "--resume"};
   std::istringstream words(files("restarted") + " " + kLong);
   for (std::string w; words >> w;) args.push_back(w);
-  Child run = spawn(args, {}, dir_ / "ember-run.log");
-  ASSERT_GT(run.pid, 0);
-  const auto pid1 = wait_for(run.log, std::regex(R"(rank 1 of 2 \(local rank 1, pid (\d+)\))"),
-                             std::chrono::seconds(60));
-  const auto epoch1 = wait_for(run.log, std::regex(R"(\[rank 0\]: epoch=1 )"), std::chrono::seconds(120));
-  if (!pid1 || !epoch1) {
-    wait_exit(run.pid, std::chrono::seconds(0));
-    FAIL() << "the job never finished epoch 1:\n" << read_file(run.log);
-  }
-  ASSERT_EQ(::kill(std::stoi(*pid1), SIGKILL), 0);
+  const auto started = rnn_dp_test::start_and_kill_rank1(args, dir_ / "ember-run.log",
+                                                         std::regex(R"(\[rank 0\]: epoch=1 )"));
+  if (!started) return;
+  const auto& [run, pid1] = *started;
   const auto status = wait_exit(run.pid, std::chrono::seconds(240));
   const std::string out = read_file(run.log);
   ASSERT_TRUE(status.has_value()) << "ember-run did not finish:\n" << out;
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
-  EXPECT_NE(out.find("ember-run: rank 1 (pid " + *pid1 + ") was killed by signal 9 (SIGKILL)"), std::string::npos)
+  EXPECT_NE(out.find("ember-run: rank 1 (pid " + pid1 + ") was killed by signal 9 (SIGKILL)"), std::string::npos)
       << out;
   EXPECT_NE(out.find("ember-run: restarting the worker group (restart 1 of 1)"), std::string::npos) << out;
   EXPECT_NE(out.find("rank 0 of 2 (local rank 0, pid "), std::string::npos) << out;
@@ -315,15 +214,7 @@ TEST_F(RnnDpDdp, EmberRunReportsTheKilledRankAndTheRestartResumes) {
   // The same job without interruption ends with the same bytes in every tensor.
   RunResult whole = ember_run(2, "whole", kLong);
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  auto a = ember::load_safetensors_map(last("whole").string());
-  auto b = ember::load_safetensors_map(last("restarted").string());
-  ASSERT_GT(a.size(), 3u);
-  ASSERT_EQ(a.size(), b.size());
-  for (auto& [name, x] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    ASSERT_EQ(x.nbytes(), b.at(name).nbytes()) << name;
-    EXPECT_EQ(std::memcmp(x.raw_data(), b.at(name).raw_data(), x.nbytes()), 0) << name << " differs";
-  }
+  rnn_dp_test::expect_identical_checkpoints(last("whole"), last("restarted"));
 }
 
 // Without restarts ember-run exits with the killed rank's status (128 + 9).
@@ -332,16 +223,10 @@ TEST_F(RnnDpDdp, EmberRunExitsWithTheKilledRanksStatus) {
   std::vector<std::string> args = {EMBER_RUN_BINARY, "--nproc-per-node", "2", RNN_DP_BINARY, "--ddp"};
   std::istringstream words(files("norestart") + " " + kLong);
   for (std::string w; words >> w;) args.push_back(w);
-  Child run = spawn(args, {}, dir_ / "ember-run.log");
-  ASSERT_GT(run.pid, 0);
-  const auto pid1 = wait_for(run.log, std::regex(R"(rank 1 of 2 \(local rank 1, pid (\d+)\))"),
-                             std::chrono::seconds(60));
-  const auto epoch1 = wait_for(run.log, std::regex(R"(\[rank 0\]: epoch=1 )"), std::chrono::seconds(120));
-  if (!pid1 || !epoch1) {
-    wait_exit(run.pid, std::chrono::seconds(0));
-    FAIL() << "the job never finished epoch 1:\n" << read_file(run.log);
-  }
-  ASSERT_EQ(::kill(std::stoi(*pid1), SIGKILL), 0);
+  const auto started = rnn_dp_test::start_and_kill_rank1(args, dir_ / "ember-run.log",
+                                                         std::regex(R"(\[rank 0\]: epoch=1 )"));
+  if (!started) return;
+  const auto& [run, pid1] = *started;
   const auto status = wait_exit(run.pid, std::chrono::seconds(60));
   const std::string out = read_file(run.log);
   ASSERT_TRUE(status.has_value()) << out;

@@ -29,7 +29,22 @@ const char* const kVars[] = {"RANK",
                              "OMPI_COMM_WORLD_RANK",
                              "OMPI_COMM_WORLD_SIZE",
                              "OMPI_COMM_WORLD_LOCAL_RANK",
-                             "OMPI_COMM_WORLD_LOCAL_SIZE"};
+                             "OMPI_COMM_WORLD_LOCAL_SIZE",
+                             // ctest itself may run inside a Slurm job step
+                             "SLURM_PROCID",
+                             "SLURM_NTASKS",
+                             "SLURM_NPROCS",
+                             "SLURM_LOCALID",
+                             "SLURM_NODEID",
+                             "SLURM_STEP_NODELIST",
+                             "SLURM_JOB_NODELIST",
+                             "SLURM_NODELIST",
+                             "SLURM_NTASKS_PER_NODE",
+                             "SLURM_STEP_TASKS_PER_NODE",
+                             "SLURM_TASKS_PER_NODE",
+                             "SLURM_JOB_ID",
+                             "SLURM_JOBID",
+                             "SLURM_STEP_ID"};
 
 class InitEnv : public ::testing::Test {
  protected:

@@ -3,6 +3,10 @@
 // closed-form table, and survive peers that die (SIGKILL mid all_reduce) or hang (SIGSTOP):
 // every other rank's pending collective fails with DistributedError naming the collective
 // within the timeout. Also ember-run end to end (its own store, EMBER_STORE_TOKEN).
+// Every test runs twice: on the ember TCPStore rank 0 hosts, and on a PyTorch TCPStore that
+// a Python process hosts as torchrun's agent would (TORCHELASTIC_USE_AGENT_STORE=True; the
+// ranks speak PyTorch's protocol through TorchTCPStore). The PyTorch runs skip, saying why,
+// where /usr/bin/python3 has no torch.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +18,7 @@
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "tests/parallel/process_group_test_util.h"
 #include "tests/parallel/process_test_util.h"
+#include "tests/parallel/torch_store_host.h"
 
 namespace ember::parallel {
 namespace {
@@ -24,10 +29,29 @@ int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-class TcpProcesses : public ::testing::TestWithParam<int> {};
+enum class StoreKind { kEmber, kTorch };
+
+std::string store_name(StoreKind k) { return k == StoreKind::kEmber ? "ember_store" : "torch_store"; }
+
+// The store setup for one test: rank 0's ember store, or a fresh PyTorch store (or a skip).
+test::StoreSetup store_setup(StoreKind kind, std::string* skip_reason) {
+  if (kind == StoreKind::kEmber) return {};
+  auto& host = test::TorchStoreHost::shared();
+  *skip_reason = host.skip_reason();
+  if (!skip_reason->empty()) return {};
+  return {host.new_store(), {{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"}}};
+}
+
+#define EMBER_STORE_SETUP(kind)                                         \
+  std::string skip_reason;                                              \
+  const test::StoreSetup store = store_setup((kind), &skip_reason);     \
+  if (!skip_reason.empty()) GTEST_SKIP() << skip_reason
+
+class TcpProcesses : public ::testing::TestWithParam<std::tuple<int, StoreKind>> {};
 
 TEST_P(TcpProcesses, InitFromEnvironmentAndRunEveryCollective) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
+  EMBER_STORE_SETUP(std::get<1>(GetParam()));
   auto results = test::run_ranks(n, [](int rank) -> std::pair<int, std::string> {
     InitOptions o;
     o.timeout_ms = 30'000;
@@ -37,14 +61,21 @@ TEST_P(TcpProcesses, InitFromEnvironmentAndRunEveryCollective) {
     pg->barrier()->wait();
     destroy_process_group();
     return {err.empty() ? 0 : 3, err};
-  });
+  }, 60, {}, store);
   for (int r = 0; r < n; ++r) EXPECT_TRUE(results[r].exited_ok()) << "rank " << r << ": " << results[r].describe();
+  if (store.port != 0) {  // the ranks met in the PyTorch store: a Python client sees their keys
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(test::TorchStoreHost::shared().python_get(store.port, "ember_pg/default/0/inits/" + std::to_string(r)),
+                "1");
+    }
+  }
 }
 
 // Separate processes read each other's tensors (Note [Same-host all_reduce]) for all_reduces
 // of 1 MiB and more: closed-form results for odd sizes, every op, float32 and float64.
 TEST_P(TcpProcesses, LargeAllReducesTakeTheSameHostPathWithClosedFormResults) {
-  const int n = GetParam();
+  const int n = std::get<0>(GetParam());
+  EMBER_STORE_SETUP(std::get<1>(GetParam()));
   auto results = test::run_ranks(n, [n](int rank) -> std::pair<int, std::string> {
     InitOptions o;
     o.timeout_ms = 30'000;
@@ -61,14 +92,22 @@ TEST_P(TcpProcesses, LargeAllReducesTakeTheSameHostPathWithClosedFormResults) {
     pg->barrier()->wait();
     destroy_process_group();
     return {err.empty() ? 0 : 3, err};
-  });
+  }, 60, {}, store);
   for (int r = 0; r < n; ++r) EXPECT_TRUE(results[r].exited_ok()) << "rank " << r << ": " << results[r].describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpProcesses, ::testing::Values(1, 2, 3, 4),
-                         [](const auto& info) { return std::to_string(info.param) + "_ranks"; });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpProcesses,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(StoreKind::kEmber, StoreKind::kTorch)),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "_ranks_" +
+                                  store_name(std::get<1>(info.param));
+                         });
 
-TEST(TcpProcessFailure, KilledRankFailsEveryOtherRanksAllReduceQuickly) {
+class TcpProcessFailure : public ::testing::TestWithParam<StoreKind> {};
+
+TEST_P(TcpProcessFailure, KilledRankFailsEveryOtherRanksAllReduceQuickly) {
+  EMBER_STORE_SETUP(GetParam());
   constexpr int kRanks = 3, kVictim = 1;
   constexpr int64_t kTimeoutMs = 20'000;
   auto results = test::run_ranks(kRanks, [&](int rank) -> std::pair<int, std::string> {
@@ -100,7 +139,7 @@ TEST(TcpProcessFailure, KilledRankFailsEveryOtherRanksAllReduceQuickly) {
       }
       return {0, msg};
     }
-  });
+  }, 60, {}, store);
   EXPECT_TRUE(WIFSIGNALED(results[kVictim].status)) << results[kVictim].describe();
   bool someone_named_the_victim = false;
   for (int r = 0; r < kRanks; ++r) {
@@ -114,7 +153,8 @@ TEST(TcpProcessFailure, KilledRankFailsEveryOtherRanksAllReduceQuickly) {
   EXPECT_TRUE(someone_named_the_victim) << results[0].message << "\n" << results[2].message;
 }
 
-TEST(TcpProcessFailure, StoppedRankTimesOutTheOthersWithinTheTimeout) {
+TEST_P(TcpProcessFailure, StoppedRankTimesOutTheOthersWithinTheTimeout) {
+  EMBER_STORE_SETUP(GetParam());
   constexpr int64_t kTimeoutMs = 1500;
   auto results = test::run_ranks(
       2,
@@ -139,14 +179,15 @@ TEST(TcpProcessFailure, StoppedRankTimesOutTheOthersWithinTheTimeout) {
           return {0, e.what()};
         }
       },
-      60, /*kill_when_others_done=*/{1});
+      60, /*kill_when_others_done=*/{1}, store);
   EXPECT_TRUE(results[0].exited_ok()) << results[0].describe();
   EXPECT_NE(results[0].message.find("timed out"), std::string::npos) << results[0].message;
   EXPECT_NE(results[0].message.find("rank 1"), std::string::npos) << results[0].message;
   EXPECT_NE(results[0].message.find("all_reduce #2"), std::string::npos) << results[0].message;
 }
 
-TEST(TcpProcessFailure, RankThatNeverComesFailsRendezvous) {
+TEST_P(TcpProcessFailure, RankThatNeverComesFailsRendezvous) {
+  EMBER_STORE_SETUP(GetParam());
   auto results = test::run_ranks(2, [](int rank) -> std::pair<int, std::string> {
     if (rank == 1) return {0, ""};  // exits without joining
     InitOptions o;
@@ -157,9 +198,12 @@ TEST(TcpProcessFailure, RankThatNeverComesFailsRendezvous) {
     } catch (const Error& e) {
       return {0, e.what()};
     }
-  });
+  }, 60, {}, store);
   EXPECT_TRUE(results[0].exited_ok()) << results[0].describe();
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, TcpProcessFailure, ::testing::Values(StoreKind::kEmber, StoreKind::kTorch),
+                         [](const auto& info) { return store_name(info.param); });
 
 #ifdef EMBER_RUN_PATH
 TEST(TcpProcesses, EmberRunLaunchesWorkersThatRendezvousThroughItsStore) {

@@ -47,12 +47,21 @@ struct RankResult {
   }
 };
 
+/// Where the ranks' store is: port 0 means rank 0 hosts an ember TCPStore on a free port;
+/// otherwise a launcher-like host already serves one at 127.0.0.1:port, and `env` says what
+/// kind (e.g. TORCHELASTIC_USE_AGENT_STORE=True for a PyTorch store, as torchrun sets).
+struct StoreSetup {
+  uint16_t port = 0;
+  std::vector<std::pair<std::string, std::string>> env;
+};
+
 /// body returns {exit code, message}. The parent kills every child still alive after
 /// timeout_s, and the ranks in `kill_when_others_done` (e.g. one that stopped itself) as
 /// soon as all the others exited.
 inline std::vector<RankResult> run_ranks(int n, const std::function<std::pair<int, std::string>(int rank)>& body,
-                                         int timeout_s = 60, const std::vector<int>& kill_when_others_done = {}) {
-  const uint16_t port = probe_free_port();
+                                         int timeout_s = 60, const std::vector<int>& kill_when_others_done = {},
+                                         const StoreSetup& store = {}) {
+  const uint16_t port = store.port != 0 ? store.port : probe_free_port();
   std::vector<RankResult> results(static_cast<size_t>(n));
   std::vector<int> fds(static_cast<size_t>(n), -1);
   std::vector<pid_t> pids;
@@ -70,6 +79,7 @@ inline std::vector<RankResult> run_ranks(int n, const std::function<std::pair<in
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::unsetenv("EMBER_USE_AGENT_STORE");
       ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+      for (const auto& [k, v] : store.env) ::setenv(k.c_str(), v.c_str(), 1);
       int code = 1;
       std::string msg;
       try {

@@ -1,5 +1,7 @@
 #include "parallel/distributed/detail/client_connection.h"
 
+#include <thread>
+
 #include "parallel/distributed/detail/asio.h"
 
 #include "parallel/distributed/detail/wire.h"
@@ -72,6 +74,17 @@ ClientConnection::Result ClientConnection::connect(const std::string& host, uint
   return Result::kOk;
 }
 
+ClientConnection::Result ClientConnection::connect_retrying(const std::string& host, uint16_t port,
+                                                            Clock::time_point deadline) {
+  auto backoff = std::chrono::milliseconds(10);
+  while (true) {
+    const Result r = connect(host, port, deadline);
+    if (r != Result::kClosed || Clock::now() >= deadline) return r;
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+}
+
 ClientConnection::Result ClientConnection::request(const std::vector<uint8_t>& frame,
                                                    std::vector<uint8_t>& response,
                                                    Clock::time_point deadline) {
@@ -113,6 +126,51 @@ ClientConnection::Result ClientConnection::request(const std::vector<uint8_t>& f
     return Result::kClosed;
   }
   return Result::kOk;
+}
+
+// The outcome of a raw send/receive: the deadline passed (run_until closed the socket),
+// the peer closed or reset the connection, or done.
+ClientConnection::Result ClientConnection::raw_result(bool done, bool failed, bool eof, const std::string& why) {
+  if (!done) {
+    message_ = "timed out";
+    return Result::kTimeout;
+  }
+  if (failed) {
+    close();
+    message_ = eof ? std::string("the server closed the connection") : why;
+    return Result::kClosed;
+  }
+  return Result::kOk;
+}
+
+ClientConnection::Result ClientConnection::send(const uint8_t* data, size_t n, Clock::time_point deadline) {
+  if (!is_open()) {
+    message_ = "connection is closed";
+    return Result::kClosed;
+  }
+  boost::system::error_code result = asio::error::would_block;
+  asio::async_write(impl_->socket, asio::buffer(data, n),
+                    [&](const boost::system::error_code& ec, size_t) { result = ec; });
+  const bool done = impl_->run_until(deadline);
+  return raw_result(done, bool(result), result == asio::error::eof, result.message());
+}
+
+ClientConnection::Result ClientConnection::receive(uint8_t* data, size_t n, Clock::time_point deadline,
+                                                   size_t* got) {
+  if (got != nullptr) *got = 0;
+  if (!is_open()) {
+    message_ = "connection is closed";
+    return Result::kClosed;
+  }
+  boost::system::error_code result = asio::error::would_block;
+  size_t transferred = 0;
+  asio::async_read(impl_->socket, asio::buffer(data, n), [&](const boost::system::error_code& ec, size_t k) {
+    result = ec;
+    transferred = k;
+  });
+  const bool done = impl_->run_until(deadline);
+  if (got != nullptr) *got = transferred;
+  return raw_result(done, bool(result), result == asio::error::eof, result.message());
 }
 
 }  // namespace ember::parallel::detail

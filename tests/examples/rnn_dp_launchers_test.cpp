@@ -1,0 +1,133 @@
+// examples/rnn_dp --ddp started by the launchers clusters run, for real: Debian's torchrun
+// (torch 1.13; its agent hosts a PyTorch TCPStore and the ranks speak that store's protocol)
+// with 2 and 3 processes, and with --max_restarts 1 after a killed rank (the restart resumes
+// from the checkpoint and ends bit for bit where an uninterrupted run ends); Slurm's srun on a
+// one-node Slurm the test starts itself; two ember-run "nodes" on loopback addresses. Each
+// skips, saying why, where its launcher cannot run here.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/serialization.h"
+#include "tests/examples/rnn_dp_process_util.h"
+#include "tests/examples/rnn_dp_test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using rnn_dp_test::Child;
+using rnn_dp_test::expect_same_parameters;
+using rnn_dp_test::free_port;
+using rnn_dp_test::kDictDir;
+using rnn_dp_test::read_file;
+using rnn_dp_test::run_command;
+using rnn_dp_test::RunResult;
+using rnn_dp_test::spawn;
+using rnn_dp_test::wait_exit;
+using rnn_dp_test::wait_for;
+
+// As rnn_dp_ddp_test: full batches on every rank for 2 and 3 ranks (see Note [DDP mode]).
+const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
+constexpr int kLongEpochs = 8;
+const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
+                          std::to_string(kLongEpochs) + " --timeout 60";
+const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string source_dir() {
+  const char* s = std::getenv("EMBER_SOURCE_DIR");
+  return s != nullptr ? s : EMBER_SOURCE_DIR_FALLBACK;
+}
+
+// The torchrun command line prefix, or empty with *why set where torchrun cannot run.
+std::string torchrun(std::string* why) {
+  const char* py = std::getenv("EMBER_TORCH_PYTHON");
+  const std::string python = py != nullptr ? py : "/usr/bin/python3";
+  if (run_command(python + " -c 'import torch.distributed.run'").exit_code != 0) {
+    *why = python + " has no torch.distributed.run (Debian's python3-torch; scripts/setup.sh installs it)";
+    return "";
+  }
+  // tests/support/torchrun.py is torchrun with Debian's 1.13 --redirects/--tee parser fixed.
+  return python + " " + source_dir() + "/tests/support/torchrun.py";
+}
+
+#define SKIP_WITHOUT_TORCHRUN(var)     \
+  std::string why_no_torchrun;         \
+  const std::string var = torchrun(&why_no_torchrun); \
+  if (var.empty()) GTEST_SKIP() << why_no_torchrun
+
+class RnnDpLaunchers : public rnn_dp_test::RunDirTest {};
+
+// ---- torchrun ----------------------------------------------------------------------------
+
+TEST_F(RnnDpLaunchers, TorchrunTwoAndThreeRanksFollowTheSingleProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+  SKIP_WITHOUT_TORCHRUN(cmd);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const std::string batch = world == 2 ? "--batch-size 64" : "--batch-size 48";
+    const std::string name = "torchrun" + std::to_string(world);
+    // --monitor_interval 0.2: the agent sees the workers end sooner than at its 5 s default tick.
+    RunResult r = run_command(cmd + " --nproc_per_node " + std::to_string(world) + " --monitor_interval 0.2" +
+                              " --master_addr 127.0.0.1 --master_port " + std::to_string(free_port()) +
+                              " --no_python " + RNN_DP_BINARY + " --ddp " + files(name) + " " + kSmall +
+                              " --epochs 2 " + batch);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (int rank = 0; rank < world; ++rank)
+      EXPECT_NE(r.output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)),
+                std::string::npos)
+          << r.output;
+    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("epoch=2 "), std::string::npos) << r.output;
+    RunResult s = rnn_dp("single" + std::to_string(world), kSmall + " --epochs 2 --single-device " + batch);
+    ASSERT_EQ(s.exit_code, 0) << s.output;
+    expect_same_parameters(last(name), last("single" + std::to_string(world)), 1e-5);
+  }
+}
+
+// torchrun --max_restarts 1: rank 1 killed in epoch 2; rank 0 fails with DistributedError, the
+// agent restarts both (TORCHELASTIC_RESTART_COUNT=1: the new round's keys are new keys in the
+// agent's store) and --resume continues from the last checkpoint, ending bit for bit where an
+// uninterrupted ember-run job ends. --monitor_interval 0.2 only makes the agent notice sooner
+// than its 5 s default.
+TEST_F(RnnDpLaunchers, TorchrunRestartsAfterAKilledRankAndResumesFromTheCheckpoint) {
+  SKIP_WITHOUT_WORD_LISTS();
+  SKIP_WITHOUT_TORCHRUN(cmd);
+  std::vector<std::string> args = words(cmd + " --nproc_per_node 2 --max_restarts 1 --monitor_interval 0.2 "
+                                        "--master_addr 127.0.0.1 --master_port " + std::to_string(free_port()) +
+                                        " --no_python " + RNN_DP_BINARY + " --ddp --resume " + files("restarted") +
+                                        " " + kLong);
+  const auto started = rnn_dp_test::start_and_kill_rank1(args, dir_ / "torchrun.log", std::regex("epoch=1 "));
+  if (!started) return;
+  const Child& run = started->first;
+  const auto status = wait_exit(run.pid, std::chrono::seconds(240));
+  const std::string out = read_file(run.log);
+  ASSERT_TRUE(status.has_value()) << "torchrun did not finish:\n" << out;
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
+  EXPECT_NE(out.find("rnn_dp: error: DistributedError: "), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 0 of 2 (local rank 0, pid "), std::string::npos) << out;
+  EXPECT_NE(out.find("tcp backend, restart 1"), std::string::npos) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(resumed from \S+ \(epoch (\d) done\))"))) << out;
+  EXPECT_GE(std::stoi(m[1].str()), 1) << out;
+  EXPECT_NE(out.find(kLastEpoch), std::string::npos) << out;
+
+  RunResult whole = ember_run(2, "whole", kLong);
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  rnn_dp_test::expect_identical_checkpoints(last("whole"), last("restarted"));
+}
+
+}  // namespace

@@ -228,6 +228,13 @@ void Reducer::launch_ready_buckets_locked() {
   }
 }
 
+std::string Reducer::debug_report() const {
+  // EMBER_DISTRIBUTED_DEBUG=INFO or DETAIL: the flight recorder (process_group_debug.h).
+  std::string report;
+  if (group_->debug_level() != DebugLevel::kOff) report.append("\n").append(group_->debug_report());
+  return report;
+}
+
 void Reducer::shadow_all_reduce() {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<CommHookResult> results;
@@ -257,7 +264,11 @@ void Reducer::finalize_locked() {
       expect_backward_ = false;
       EMBER_THROW(DistributedError, "DistributedDataParallel: rank ", group_->rank(), " waited ", options_.timeout_ms,
                   " ms for bucket ", index, "'s all_reduce: another rank stopped calling collectives (its loop "
-                  "ended with fewer batches? wrap every rank's loop in ddp.join()): ", e.what());
+                  "ended with fewer batches? wrap every rank's loop in ddp.join()): ", e.what(), debug_report());
+    } catch (const DistributedError& e) {
+      expect_backward_ = false;
+      if (group_->debug_level() == DebugLevel::kOff) throw;
+      EMBER_THROW(DistributedError, e.what(), debug_report());
     }
     waited += std::chrono::steady_clock::now() - wait_start;
     // Completion time from the Work's callback (it may run just after wait() returned).

@@ -105,6 +105,8 @@ class Reducer {
   void mark_ready_locked(size_t param_index, bool zero);
   void launch_ready_buckets_locked();
   void finalize_locked();
+  /// "\n" + the group's debug report under EMBER_DISTRIBUTED_DEBUG, else "".
+  std::string debug_report() const;
   /// Parameter i's place in its bucket, shaped like the parameter.
   Tensor bucket_view(size_t param_index) const;
 

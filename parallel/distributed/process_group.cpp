@@ -1,8 +1,12 @@
 #include "parallel/distributed/process_group.h"
 
+#include <chrono>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "parallel/distributed/store.h"
 #include "parallel/distributed/detail/reduce_kernels.h"
 
 namespace ember::parallel {
@@ -25,6 +29,110 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
   EMBER_CHECK_T(ValueError, size >= 1, "ProcessGroup: world_size must be >= 1, got ", size);
   EMBER_CHECK_T(ValueError, rank >= 0 && rank < size, "ProcessGroup: rank must be in [0, ", size,
                 "), got ", rank);
+  debug_level_ = debug_level_from_env();
+}
+
+void ProcessGroup::set_debug_level(DebugLevel level) {
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  debug_level_ = level;
+}
+
+void ProcessGroup::set_debug_store(std::shared_ptr<Store> store) {
+  std::lock_guard<std::mutex> lock(debug_mutex_);
+  debug_store_ = std::move(store);
+}
+
+namespace {
+std::string last_collective_key(int rank) { return "ember_debug/last_collective/" + std::to_string(rank); }
+}  // namespace
+
+std::string ProcessGroup::debug_report(int64_t store_timeout_ms) const {
+  std::string out = recorder_.dump(rank_);
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard<std::mutex> lock(debug_mutex_);
+    store = debug_store_;
+  }
+  if (!store) return out;
+  out += "\nlast collective each rank entered:";
+  for (int r = 0; r < size_; ++r) {
+    std::string what = "nothing recorded";
+    try {
+      auto v = store->get(last_collective_key(r), store_timeout_ms);
+      what = std::string(v.begin(), v.end());
+    } catch (const std::exception&) {
+    }
+    out += "\n  rank " + std::to_string(r) + ": " + what;
+  }
+  return out;
+}
+
+void ProcessGroup::verify_fingerprint(const CollectiveFingerprint& fp, Device device) {
+  // Note [Desync check] (process_group_debug.cpp).
+  const std::vector<int64_t> mine = fp.encode();
+  const int64_t n = CollectiveFingerprint::kLength;
+  Tensor input = from_vector(mine);
+  if (device != input.device()) input = native::to(input, device);
+  std::vector<Tensor> outputs;
+  for (int r = 0; r < size_; ++r) outputs.push_back(zeros({n}, TensorOptions(kInt64).device(device)));
+  OpInfo info;
+  info.type = OpType::ALL_GATHER;
+  info.seq = static_cast<uint64_t>(fp.seq);
+  info.description = who() + ": desync check before " + fp.str();
+  try {
+    all_gather_impl(info, outputs, input)->wait(debug_timeout_ms_);
+  } catch (const Error& e) {
+    EMBER_THROW(DistributedError, e.what(), "\n", debug_report());
+  }
+  std::vector<CollectiveFingerprint> all;
+  bool same = true;
+  for (int r = 0; r < size_; ++r) {
+    std::vector<int64_t> v = native::to(outputs[r], Device::cpu()).to_vector<int64_t>();
+    all.push_back(CollectiveFingerprint::decode(v.data()));
+    same = same && all.back() == fp;
+  }
+  if (same) return;
+  std::ostringstream os;
+  os << who() << ": desync detected (EMBER_DISTRIBUTED_DEBUG=DETAIL): the ranks called different collectives: ";
+  for (int r = 0; r < size_; ++r) os << (r ? "; " : "") << "rank " << r << " called " << all[r].str();
+  os << "\n" << recorder_.dump(rank_);
+  EMBER_THROW(DistributedError, os.str());
+}
+
+std::shared_ptr<Work> ProcessGroup::run_collective(const CollectiveFingerprint& fp, const std::vector<Tensor>& tensors,
+                                                   const std::function<std::shared_ptr<Work>()>& launch) {
+  if (!tensors.empty()) last_device_ = tensors.front().device();
+  // Entered: recorded (and published) before the desync check, which may be where it waits.
+  auto entry = recorder_.enter(static_cast<uint64_t>(fp.seq), fp.str());
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard<std::mutex> lock(debug_mutex_);
+    store = debug_store_;
+  }
+  if (store) {
+    try {
+      store->set(last_collective_key(rank_), fp.str());
+    } catch (const std::exception&) {
+      // The record is a debugging aid: a store that went away must not fail the collective.
+    }
+  }
+  if (debug_level_ == DebugLevel::kDetail && size_ > 1) {
+    try {
+      verify_fingerprint(fp, last_device_);
+    } catch (...) {
+      entry->failed.store(true);
+      entry->duration_us.store(
+          std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - entry->start).count());
+      throw;
+    }
+  }
+  std::shared_ptr<Work> work = launch();
+  work->add_callback([entry](Work& w) {
+    entry->failed.store(!w.is_success());
+    entry->duration_us.store(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - entry->start).count());
+  });
+  return work;
 }
 
 ProcessGroup::~ProcessGroup() = default;
@@ -83,7 +191,9 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(std::vector<Tensor> tensors, Redu
   for (const auto& t : tensors) check_tensor("all_reduce", t, "tensor");
   for (auto& t : tensors) t.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
-  return all_reduce_impl(make_info(OpType::ALL_REDUCE, tensors), std::move(tensors), op);
+  OpInfo info = make_info(OpType::ALL_REDUCE, tensors);
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, tensors, -1, static_cast<int>(op));
+  return run_collective(fp, tensors, [&] { return all_reduce_impl(info, tensors, op); });
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
@@ -97,7 +207,9 @@ std::shared_ptr<Work> ProcessGroup::broadcast(std::vector<Tensor> tensors, int r
   if (root != rank_)
     for (auto& t : tensors) t.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
-  return broadcast_impl(make_info(OpType::BROADCAST, tensors), std::move(tensors), root);
+  OpInfo info = make_info(OpType::BROADCAST, tensors);
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, tensors, root);
+  return run_collective(fp, tensors, [&] { return broadcast_impl(info, tensors, root); });
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -111,7 +223,9 @@ std::shared_ptr<Work> ProcessGroup::reduce(std::vector<Tensor> tensors, int root
   if (root == rank_)
     for (auto& t : tensors) t.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
-  return reduce_impl(make_info(OpType::REDUCE, tensors), std::move(tensors), root, op);
+  OpInfo info = make_info(OpType::REDUCE, tensors);
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, tensors, root, static_cast<int>(op));
+  return run_collective(fp, tensors, [&] { return reduce_impl(info, tensors, root, op); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, int root, ReduceOp op) {
@@ -131,7 +245,9 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor> outputs, cons
   }
   for (auto& t : outputs) t.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
-  return all_gather_impl(make_info(OpType::ALL_GATHER, {input}), std::move(outputs), input);
+  OpInfo info = make_info(OpType::ALL_GATHER, {input});
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, {input});
+  return run_collective(fp, {input}, [&] { return all_gather_impl(info, outputs, input); });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, std::vector<Tensor> inputs,
@@ -148,12 +264,16 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, std::ve
   }
   output.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
-  return reduce_scatter_impl(make_info(OpType::REDUCE_SCATTER, {output}), output, std::move(inputs), op);
+  OpInfo info = make_info(OpType::REDUCE_SCATTER, {output});
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, {output}, -1, static_cast<int>(op));
+  return run_collective(fp, {output}, [&] { return reduce_scatter_impl(info, output, inputs, op); });
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier() {
   std::lock_guard<std::mutex> lock(call_mutex_);
-  return barrier_impl(make_info(OpType::BARRIER, {}));
+  OpInfo info = make_info(OpType::BARRIER, {});
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, {});
+  return run_collective(fp, {}, [&] { return barrier_impl(info); });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(std::vector<Tensor> tensors, int dst, int tag) {

@@ -15,16 +15,20 @@
 // See parallel/README.md for which errors leave the group usable.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/distributed/process_group_debug.h"
 #include "parallel/distributed/reduce_op.h"
 #include "parallel/distributed/work.h"
 
 namespace ember::parallel {
+
+class Store;
 
 enum class OpType { ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, REDUCE_SCATTER, BARRIER, SEND, RECV };
 
@@ -79,6 +83,23 @@ class ProcessGroup {
                                        ReduceOp op = ReduceOp::SUM);
   /// Finishes once every rank called barrier().
   std::shared_ptr<Work> barrier();
+  // ---- debugging (process_group_debug.h) ------------------------------------------------------
+  /// EMBER_DISTRIBUTED_DEBUG at construction; DETAIL turns the desync check on.
+  DebugLevel debug_level() const { return debug_level_; }
+  void set_debug_level(DebugLevel level);
+  /// Note [Desync check]: before each collective the ranks compare what they call and all
+  /// fail with a DistributedError naming each rank's call when they differ.
+  bool desync_check() const { return debug_level_ == DebugLevel::kDetail; }
+  /// With a store, every collective also records in it the last collective this rank entered
+  /// (key "ember_debug/last_collective/<rank>"), so debug_report() names every rank's.
+  void set_debug_store(std::shared_ptr<Store> store);
+  /// How long the desync check waits for the other ranks' fingerprints (the backend's own
+  /// timeout applies as well). Default: kDefaultTimeoutMs.
+  void set_debug_timeout_ms(int64_t timeout_ms) { debug_timeout_ms_ = timeout_ms; }
+  /// This rank's flight recorder (the last collectives it entered, with their state) and, with
+  /// a debug store, the last collective every rank entered.
+  std::string debug_report(int64_t store_timeout_ms = 1000) const;
+
   /// Point to point, matched by (peer, tag) in order, independent of the collectives'
   /// order: send's tensors go, one after another, into the recv with the same tag on dst.
   std::shared_ptr<Work> send(std::vector<Tensor> tensors, int dst, int tag = 0);
@@ -113,8 +134,20 @@ class ProcessGroup {
   void check_tensor(const std::string& op, const Tensor& t, const char* what) const;
   void check_rank_arg(const std::string& op, int r, const char* what, bool allow_self) const;
 
+  /// Numbers nothing: runs the desync check when on, records the call in the flight recorder,
+  /// launches it. Called with call_mutex_ held.
+  std::shared_ptr<Work> run_collective(const CollectiveFingerprint& fp, const std::vector<Tensor>& tensors,
+                                       const std::function<std::shared_ptr<Work>()>& launch);
+  void verify_fingerprint(const CollectiveFingerprint& fp, Device device);
+
   const int rank_;
   const int size_;
+  DebugLevel debug_level_ = DebugLevel::kOff;
+  int64_t debug_timeout_ms_ = kDefaultTimeoutMs;
+  FlightRecorder recorder_{16};
+  mutable std::mutex debug_mutex_;
+  std::shared_ptr<Store> debug_store_;  // guarded by debug_mutex_
+  Device last_device_ = Device::cpu();  // guarded by call_mutex_: where the desync check of a barrier runs
   // Held from numbering an operation until its backend queued it, so that numbers and
   // queue order agree.
   std::mutex call_mutex_;

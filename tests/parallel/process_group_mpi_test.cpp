@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/ops/factory.h"
 #include "parallel/distributed/init.h"
 #include "parallel/distributed/mpi/process_group_mpi.h"
 #include "tests/parallel/process_group_test_util.h"
@@ -85,6 +86,32 @@ TEST(ProcessGroupMPI, WaitTimeoutLeavesTheCollectiveRunning) {
                           [&](int64_t i) { return test::expected_reduction(ReduceOp::SUM, kFloat64, pg->size(), i); }),
             "");
   pg->barrier()->wait();
+}
+
+// Note [Desync check] on the mpi backend: a broadcast on rank 0 against an all_reduce on rank
+// 1 fails on both ranks naming each call, before MPI runs either (the group stays usable).
+TEST(ProcessGroupMPI, DesyncCheckNamesEachRanksCall) {
+  auto pg = group();
+  if (pg->size() < 2) GTEST_SKIP() << "needs two ranks (run under mpirun -np 2)";
+  pg->set_debug_level(DebugLevel::kDetail);
+  std::string error;
+  try {
+    if (pg->rank() == 0) {
+      pg->broadcast(zeros({512}), 0)->wait(30'000);
+    } else {
+      pg->all_reduce(zeros({1024}))->wait(30'000);
+    }
+  } catch (const DistributedError& e) {
+    error = e.what();
+  }
+  pg->set_debug_level(DebugLevel::kOff);
+  EXPECT_NE(error.find("desync detected"), std::string::npos) << error;
+  EXPECT_NE(error.find("called broadcast"), std::string::npos) << error;
+  EXPECT_NE(error.find("(float32, [512], root 0)"), std::string::npos) << error;
+  EXPECT_NE(error.find("(float32, [1024], sum)"), std::string::npos) << error;
+  Tensor t = ones({3});
+  pg->all_reduce(t)->wait(30'000);  // still usable
+  EXPECT_EQ(t.to_vector<float>()[0], static_cast<float>(pg->size()));
 }
 
 TEST(ProcessGroupMPI, ArgumentErrors) {

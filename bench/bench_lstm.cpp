@@ -7,6 +7,12 @@
 // unit` lines: medians over the timed steps after warm-up. Without PyTorch only the ember lines
 // are printed (and a `#` line saying why). EMBER_BENCH_LSTM_STEPS sets the timed steps (>= 20).
 // The PyTorch child gets OMP_WAIT_POLICY=PASSIVE unless the environment already sets it.
+// Then, on one thread: the step's GEMM work in GFLOP/s (lstm_train_gflops_1t) against a
+// 1024^3 OpenBLAS sgemm in the same run (sgemm_gflops_1t) and their ratio (how close the whole
+// step gets to the machine's GEMM limit), and the recurrent product (64 x 256 times 256 x 1024,
+// the layer's per-step shape) through PackedRhs under each kernel this CPU runs against
+// OpenBLAS on the same operands. EMBER_CPU_ISA=avx2 (and OPENBLAS_CORETYPE=Haswell) show what
+// an AVX2-only machine gets.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +29,10 @@
 
 #include "autograd/ops.h"
 #include "bench/torch_peer.h"
+#include "core/kernels/cpu/isa.h"
+#include "core/kernels/cpu/packed_gemm.h"
 #include "core/ops/factory.h"
+#include "core/ops/native.h"
 #include "core/ops/random.h"
 #include "core/thread_pool.h"
 #include "nn/embedding.h"
@@ -92,6 +101,69 @@ struct Model {
   }
 };
 
+// Floating-point operations of the step's matrix products (what the GEMM limit bounds): per
+// LSTM layer over N packed rows the input and recurrent products forward, and dh, dW_ih, dW_hh,
+// dX backward; the decoder's product forward and its two backward over all B x T rows.
+double step_gemm_flops(const std::vector<int64_t>& lengths) {
+  double n = 0;
+  for (int64_t l : lengths) n += static_cast<double>(l);
+  const double g = 4.0 * kHidden;
+  double flops = 0;
+  for (int64_t layer = 0; layer < kLayers; ++layer) {
+    const double f = layer == 0 ? kEmbed : kHidden;
+    flops += 2 * n * g * (f + kHidden);          // forward: X W_ih^T, h W_hh^T
+    flops += 2 * n * g * (kHidden + f + kHidden + f);  // backward: dh, dW_ih, dW_hh, dX
+  }
+  flops += 3 * 2.0 * kBatch * kSteps * kHidden * kVocab;  // decoder forward + 2 backward
+  return flops;
+}
+
+template <typename F>
+double median_ms(int reps, const F& f) {
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    f();
+    ms.push_back(ms_since(t0));
+  }
+  return median(ms);
+}
+
+void print_gemm_lines(double step_ms, const std::vector<int64_t>& lengths) {
+  set_num_threads(1);
+  const double lstm_gflops = step_gemm_flops(lengths) / (step_ms * 1e6);
+  Tensor a = randn({1024, 1024}), b = randn({1024, 1024});
+  (void)native::mm(a, b);
+  const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / (median_ms(5, [&] { (void)native::mm(a, b); }) * 1e6);
+  std::printf("lstm_train_gflops_1t %.1f GFLOP/s\n", lstm_gflops);
+  std::printf("sgemm_gflops_1t %.1f GFLOP/s\n", sgemm_gflops);
+  std::printf("lstm_train_vs_sgemm_gflops_ratio_1t %.3f ratio\n", lstm_gflops / sgemm_gflops);
+  // The recurrent step: h [64 x 256] times W_hh^T [256 x 1024], 200 times per timing.
+  const int64_t m = 64, K = kHidden, N = 4 * kHidden, reps = 200;
+  Tensor h = randn({m, K}), w_hh = randn({N, K}), c = zeros({m, N});
+  Tensor w_t = native::contiguous(native::t(w_hh));
+  const double flops = 2.0 * m * K * N * reps;
+  const double blas = flops / (median_ms(7, [&] {
+                                 for (int64_t i = 0; i < reps; ++i) native::addmm_out(c, h, w_t, 1.0, 1.0);
+                               }) * 1e6);
+  std::printf("openblas_recurrent_gemm_gflops_1t %.1f GFLOP/s\n", blas);
+  using kernels::cpu::CpuIsa;
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (isa > kernels::cpu::cpu_isa()) continue;
+    kernels::cpu::ScopedCpuIsa scoped(isa);
+    if (!kernels::cpu::PackedRhs::available()) continue;
+    kernels::cpu::PackedRhs packed(w_hh.data_ptr<float>(), K, N, 1, K);
+    const double g = flops / (median_ms(7, [&] {
+                                for (int64_t i = 0; i < reps; ++i) {
+                                  packed.multiply(m, h.data_ptr<float>(), K, c.data_ptr<float>(), N, true);
+                                }
+                              }) * 1e6);
+    const char* name = kernels::cpu::isa_name(isa);
+    std::printf("packed_recurrent_gemm_gflops_1t_%s %.1f GFLOP/s\n", name, g);
+    std::printf("packed_recurrent_gemm_%s_vs_openblas_ratio_1t %.3f ratio\n", name, g / blas);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -117,6 +189,7 @@ int main() {
   }
 
   Model model(lengths);
+  double step_ms_1t = 0;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     if (torch.ok()) {
@@ -137,6 +210,7 @@ int main() {
       }
     }
     const double e = median(ember_ms);
+    if (threads == 1) step_ms_1t = e;
     std::printf("lstm_train_step_ms_%dt %.3f ms\n", threads, e);
     if (torch.ok() && !torch_ms.empty()) {
       const double t = median(torch_ms);
@@ -145,5 +219,6 @@ int main() {
     }
     std::fflush(stdout);
   }
+  print_gemm_lines(step_ms_1t, lengths);
   return 0;
 }

@@ -4,6 +4,7 @@
 // naming the op). No autograd: nn's nodes call these forward and backward. Thread-safe.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -39,5 +40,54 @@ Tensor class_loss_backward(const IntList& input_sizes, DType dtype, const Tensor
 double total_norm(const std::vector<Tensor>& tensors, double norm_type);
 /// t *= scale for every tensor (one pass each; bumps their versions).
 void scale_all_(const std::vector<Tensor>& tensors, double scale);
+
+// ---- recurrent layers over packed rows (Note [RNN step buffers] in core/kernels/cpu/rnn_layer.cpp) --
+
+enum class RnnMode : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };
+
+/// Gate blocks per hidden unit: LSTM 4 (i, f, g, o), GRU 3 (r, z, n), RNN 1.
+constexpr int64_t gate_count(RnnMode m) { return m == RnnMode::kLstm ? 4 : m == RnnMode::kGru ? 3 : 1; }
+const char* rnn_mode_name(RnnMode m);  // "LSTM", "GRU", "RNN_TANH", "RNN_RELU"
+
+/// The time structure of packed data: batch_sizes[t] active rows at step t, starting at row
+/// offsets[t]; batch_sizes is positive and non-increasing.
+struct PackedSteps {
+  std::vector<int64_t> batch_sizes;
+  std::vector<int64_t> offsets;
+  int64_t num_rows = 0;
+  /// Builds offsets and num_rows; throws ValueError for sizes that are not positive non-increasing.
+  static std::shared_ptr<const PackedSteps> make(std::vector<int64_t> batch_sizes);
+};
+
+/// What one direction of a layer keeps for backward.
+struct RnnDirectionSaved {
+  Tensor gates;  // [N, G*H] activations
+  Tensor gh;     // GRU: [N, 3H]
+  Tensor hprev;  // [N, H]
+  Tensor cprev;  // LSTM: [N, H]
+  Tensor tanhc;  // LSTM: [N, H]
+};
+
+struct RnnLayerForward {
+  Tensor output;  // [N, D*H]: direction d in columns [d*H, (d+1)*H)
+  Tensor h_n;     // [D, B, H]
+  Tensor c_n;     // LSTM: [D, B, H]; undefined otherwise
+  std::vector<RnnDirectionSaved> saved;  // one per direction
+};
+
+/// input [N, F] (packed rows); h0, c0 [D, B, H] (c0 LSTM only, else undefined) with
+/// B = batch_sizes[0]; weights: for each direction {w_ih [G*H, F], w_hh [G*H, H], b_ih [G*H],
+/// b_hh [G*H]} with undefined biases when the layer has none. float32 or float64.
+/// Shapes and dtypes are the caller's (nn::RNNBase) to check; mismatches are internal errors;
+/// a device without a kernel is a NotImplementedError.
+RnnLayerForward rnn_layer_forward(RnnMode mode, const Tensor& input, const PackedSteps& steps, const Tensor& h0,
+                                  const Tensor& c0, const std::vector<Tensor>& weights);
+
+/// Gradients of (input, h0, c0, then per direction w_ih, w_hh, b_ih, b_hh) from those of
+/// (output, h_n, c_n) (any may be undefined: zero); entry i stays undefined when !needs[i].
+std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, const Tensor& input,
+                                       const std::vector<Tensor>& w_ih, const std::vector<Tensor>& w_hh,
+                                       const std::vector<RnnDirectionSaved>& saved, const Tensor& d_output,
+                                       const Tensor& d_h_n, const Tensor& d_c_n, const std::vector<bool>& needs);
 
 }  // namespace ember::native

@@ -1,221 +1,18 @@
 #include "nn/detail/rnn_layer.h"
 
-#include <cstring>
-#include <optional>
 #include <string>
-#include <type_traits>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "core/thread_pool.h"
-#include "nn/detail/packed_gemm.h"
-#include "nn/detail/rnn_cell_cpu.h"
-
-// Note [RNN step buffers]
-// The layer works on packed rows: step t owns rows [offsets[t], offsets[t] + batch_sizes[t]),
-// its j-th row belonging to the j-th longest sequence. Per direction:
-//  - forward: gates = X W_ih^T + bias for ALL rows in one GEMM; then per step (t ascending, or
-//    descending for the reverse direction) one GEMM over the active rows adds h W_hh^T
-//    (GRU: into a separate gh buffer, since r multiplies only W_hn h + b_hn), and one fused
-//    pointwise pass applies the gates, updates c and h, and writes the output rows.
-//  - the recurrent state lives in h_n/c_n themselves ([B, H] per direction, row j = sorted
-//    sequence j). A step touches rows j < batch_sizes[t] only, so a sequence that ended keeps
-//    its last state (forward direction), and a sequence that has not started yet still holds
-//    h0 (reverse direction). After the last step the buffers are exactly h_n and c_n.
-//  - saved for backward: activated gates, h entering each step (hprev, copied before the step),
-//    and for LSTM c entering the step and tanh(c) after it; GRU also keeps gh.
-//  - backward walks the steps in the opposite order with dh/dc state buffers initialised to
-//    dh_n/dc_n: the fused pointwise pass turns (dy + dh, dc) into the pre-activation gradients
-//    dG and dc_prev, and one GEMM over the active rows gives dh_prev = dG W_hh. The same
-//    row-range argument makes the buffers end as dh0/dc0. Then the weight gradients are a few
-//    large GEMMs over all rows at once: dW_ih = dG^T X, dW_hh = dG^T Hprev, dX = dG W_ih, and
-//    the bias gradients are column sums of dG.
 
 namespace ember::nn::detail {
-
-const char* mode_name(RnnMode m) {
-  switch (m) {
-    case RnnMode::kRnnTanh: return "RNN_TANH";
-    case RnnMode::kRnnRelu: return "RNN_RELU";
-    case RnnMode::kLstm: return "LSTM";
-    case RnnMode::kGru: return "GRU";
-  }
-  return "?";
-}
-
-std::shared_ptr<const PackedSteps> PackedSteps::make(std::vector<int64_t> batch_sizes) {
-  auto s = std::make_shared<PackedSteps>();
-  s->offsets.resize(batch_sizes.size());
-  int64_t off = 0;
-  for (size_t t = 0; t < batch_sizes.size(); ++t) {
-    EMBER_CHECK_T(ValueError, batch_sizes[t] > 0 && (t == 0 || batch_sizes[t] <= batch_sizes[t - 1]),
-                  "rnn: batch_sizes must be positive and non-increasing, got ", batch_sizes);
-    s->offsets[t] = off;
-    off += batch_sizes[t];
-  }
-  s->num_rows = off;
-  s->batch_sizes = std::move(batch_sizes);
-  return s;
-}
-
 namespace {
-
-constexpr int64_t kPointwiseGrain = 65536;  // gate elements per parallel chunk (a step of B=64, H=256 LSTM stays on one thread)
-
-// What one direction keeps for backward. See Note [RNN step buffers].
-struct DirectionSaved {
-  Tensor gates;  // [N, G*H] activations
-  Tensor gh;     // GRU: [N, 3H]
-  Tensor hprev;  // [N, H]
-  Tensor cprev;  // LSTM: [N, H]
-  Tensor tanhc;  // LSTM: [N, H]
-};
-
-struct LayerShape {
-  RnnMode mode;
-  int64_t D, G, H, F, B, N;
-  bool bias;
-};
-
-template <typename T>
-T* ptr(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-// dst[r, :] = a + b (b may be null) for r in [0, rows).
-template <typename T>
-void fill_rows(Tensor& dst, const Tensor& a, const Tensor& b) {
-  const int64_t rows = dst.size(0), cols = dst.size(1), ld = dst.stride(0);
-  Tensor ac = native::contiguous(a);
-  std::vector<T> row(ac.data_ptr<T>(), ac.data_ptr<T>() + cols);
-  if (b.defined()) {
-    Tensor bc = native::contiguous(b);
-    const T* pb = bc.data_ptr<T>();
-    for (int64_t k = 0; k < cols; ++k) row[static_cast<size_t>(k)] += pb[k];
-  }
-  T* p = dst.data_ptr<T>();
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(p + r * ld, row.data(), static_cast<size_t>(cols) * sizeof(T));
-}
-
-// Column sums of a contiguous [rows, cols] matrix, accumulated in double.
-template <typename T>
-Tensor column_sum(const Tensor& m) {
-  const int64_t rows = m.size(0), cols = m.size(1);
-  std::vector<double> acc(static_cast<size_t>(cols), 0.0);
-  const T* p = m.data_ptr<T>();
-  double* a = acc.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* __restrict row = p + r * cols;
-    for (int64_t k = 0; k < cols; ++k) a[k] += static_cast<double>(row[k]);
-  }
-  Tensor out = empty({cols}, TensorOptions(m.dtype()).device(m.device()));
-  T* o = out.data_ptr<T>();
-  for (int64_t k = 0; k < cols; ++k) o[k] = static_cast<T>(acc[static_cast<size_t>(k)]);
-  return out;
-}
-
-// Whether the per-step recurrent products of a layer use PackedRhs: float32, a CPU that runs
-// it, a contiguous W_hh, and enough steps to repay packing it.
-template <typename T>
-bool packed_recurrent_gemm(const Tensor& w_hh, int64_t steps) {
-  return std::is_same_v<T, float> && steps >= 4 && w_hh.is_contiguous() && PackedRhs::available();
-}
-
-template <typename F>
-void for_rows(int64_t rows, int64_t row_elems, const F& f) {
-  const int64_t grain = std::max<int64_t>(1, kPointwiseGrain / std::max<int64_t>(row_elems, 1));
-  if (rows <= grain) {
-    f(0, rows);
-  } else {
-    parallel_for(0, rows, grain, [&](int64_t b, int64_t e) { f(b, e); });
-  }
-}
-
-template <typename T>
-void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d, const Tensor& x, const Tensor& w_ih,
-                       const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, Tensor& y, Tensor& h, Tensor& c,
-                       DirectionSaved& sv) {
-  const int64_t H = s.H, GH = s.G * s.H, N = s.N;
-  const bool reverse = d == 1;
-  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
-  sv.gates = empty({N, GH}, opts);
-  sv.hprev = empty({N, H}, opts);
-  if (s.mode == RnnMode::kLstm) {
-    sv.cprev = empty({N, H}, opts);
-    sv.tanhc = empty({N, H}, opts);
-  }
-  if (s.mode == RnnMode::kGru) sv.gh = empty({N, GH}, opts);
-  // Input projection of every step at once (plus both biases, except GRU's b_hh).
-  if (s.bias) fill_rows<T>(sv.gates, b_ih, s.mode == RnnMode::kGru ? Tensor() : b_hh);
-  native::addmm_out(sv.gates, x, native::t(w_ih), s.bias ? 1.0 : 0.0, 1.0);
-  const int64_t T_steps = static_cast<int64_t>(steps.batch_sizes.size());
-  // The recurrent product h [b, H] x W_hh^T runs once per step with a small b (the batch, and
-  // fewer rows as packed sequences end). OpenBLAS is markedly slower there with a transposed
-  // operand (seen: b = 32: 84 against 104 GFLOPS; b = 64: 113 against 129; b = 128: 132 against
-  // 139), so W_hh^T is laid out once per call when the steps outnumber that one copy's cost.
-  // float32 on AVX-512: W_hh^T packed once for our own kernel instead (Note [Packed recurrent
-  // GEMM] in packed_gemm.cpp), which also skips BLAS's per-call re-packing of W_hh.
-  std::optional<PackedRhs> packed;
-  Tensor w_hh_t;
-  if (packed_recurrent_gemm<T>(w_hh, T_steps)) {
-    packed.emplace(w_hh.data_ptr<float>(), H, GH, /*row_stride=*/1, /*col_stride=*/H);
-  } else {
-    w_hh_t = T_steps >= 4 ? native::contiguous(native::t(w_hh)) : native::t(w_hh);
-  }
-  T* hp = ptr<T>(h);
-  T* cp = ptr<T>(c);
-  for (int64_t i = 0; i < T_steps; ++i) {
-    const int64_t t = reverse ? T_steps - 1 - i : i;
-    const int64_t b = steps.batch_sizes[static_cast<size_t>(t)];
-    const int64_t off = steps.offsets[static_cast<size_t>(t)];
-    std::memcpy(ptr<T>(sv.hprev) + off * H, hp, static_cast<size_t>(b * H) * sizeof(T));
-    if (s.mode == RnnMode::kGru) {
-      Tensor gh = native::narrow(sv.gh, 0, off, b);
-      if (s.bias) fill_rows<T>(gh, b_hh, Tensor());
-      if (packed) {
-        packed->multiply(b, reinterpret_cast<const float*>(hp), H, reinterpret_cast<float*>(ptr<T>(sv.gh) + off * GH), GH,
-                         /*accumulate=*/s.bias);
-      } else {
-        native::addmm_out(gh, native::narrow(h, 0, 0, b), w_hh_t, s.bias ? 1.0 : 0.0, 1.0);
-      }
-    } else {
-      if (packed) {
-        packed->multiply(b, reinterpret_cast<const float*>(hp), H, reinterpret_cast<float*>(ptr<T>(sv.gates) + off * GH),
-                         GH, /*accumulate=*/true);
-      } else {
-        Tensor g = native::narrow(sv.gates, 0, off, b);
-        native::addmm_out(g, native::narrow(h, 0, 0, b), w_hh_t, 1.0, 1.0);
-      }
-    }
-    CellStep<T> cs;
-    cs.hidden = H;
-    cs.gates = ptr<T>(sv.gates) + off * GH;
-    cs.gh = sv.gh.defined() ? ptr<T>(sv.gh) + off * GH : nullptr;
-    cs.cprev = sv.cprev.defined() ? ptr<T>(sv.cprev) + off * H : nullptr;
-    cs.tanhc = sv.tanhc.defined() ? ptr<T>(sv.tanhc) + off * H : nullptr;
-    cs.y = ptr<T>(y) + off * s.D * H + d * H;
-    cs.ldy = s.D * H;
-    cs.h = hp;
-    cs.c = cp;
-    switch (s.mode) {
-      case RnnMode::kLstm: for_rows(b, GH, [&](int64_t j0, int64_t j1) { lstm_forward_rows(cs, j0, j1); }); break;
-      case RnnMode::kGru: for_rows(b, GH, [&](int64_t j0, int64_t j1) { gru_forward_rows(cs, j0, j1); }); break;
-      case RnnMode::kRnnTanh:
-      case RnnMode::kRnnRelu: {
-        const bool relu = s.mode == RnnMode::kRnnRelu;
-        for_rows(b, GH, [&](int64_t j0, int64_t j1) { rnn_forward_rows(cs, relu, j0, j1); });
-        break;
-      }
-    }
-  }
-}
 
 class RnnLayerNode final : public autograd::Node {
  public:
-  RnnLayerNode(LayerShape shape, std::shared_ptr<const PackedSteps> steps)
-      : shape_(shape), steps_(std::move(steps)), name_(std::string(mode_name(shape.mode)) + "LayerBackward0") {}
+  RnnLayerNode(RnnMode mode, std::shared_ptr<const PackedSteps> steps)
+      : mode_(mode), steps_(std::move(steps)), name_(std::string(mode_name(mode)) + "LayerBackward0") {}
 
   std::string name() const override { return name_; }
   void release_variables() override {
@@ -230,171 +27,53 @@ class RnnLayerNode final : public autograd::Node {
     EMBER_CHECK(!released_, name_, ": trying to backward through the graph a second time (or directly access saved "
                 "tensors after they have already been freed). Saved intermediate values of the graph are freed when "
                 "you call backward(). Specify retain_graph=true if you need to backward through the graph a second time.");
-    if (x_dtype_ == kFloat64) return run<double>(grads);
-    return run<float>(grads);
+    const char* op = name_.c_str();
+    const Tensor x = x_.unpack(op);
+    std::vector<Tensor> w_ih, w_hh;
+    for (const auto& w : w_ih_) w_ih.push_back(w.unpack(op));
+    for (const auto& w : w_hh_) w_hh.push_back(w.unpack(op));
+    std::vector<bool> needs(next_edges_.size());
+    for (size_t i = 0; i < needs.size(); ++i) needs[i] = needs_input_grad(i);
+    auto at = [&](size_t i) { return grads.size() > i ? grads[i] : Tensor(); };
+    std::vector<Tensor> g =
+        native::rnn_layer_backward(mode_, *steps_, x, w_ih, w_hh, saved_, at(0), at(1), at(2), needs);
+    return autograd::TensorList(g.begin(), g.end());
   }
 
-  LayerShape shape_;
+  RnnMode mode_;
   std::shared_ptr<const PackedSteps> steps_;
-  DType x_dtype_ = kFloat32;
   autograd::SavedVariable x_;
   std::vector<autograd::SavedVariable> w_ih_, w_hh_;
-  std::vector<DirectionSaved> saved_;
+  std::vector<native::RnnDirectionSaved> saved_;
 
  private:
-  template <typename T>
-  autograd::TensorList run(autograd::TensorList& grads) {
-    const LayerShape& s = shape_;
-    const int64_t H = s.H, GH = s.G * s.H, N = s.N, B = s.B, D = s.D;
-    const char* op = name_.c_str();
-    Tensor x = x_.unpack(op);
-    const TensorOptions opts = TensorOptions(x_dtype_).device(x.device());
-    Tensor dy = grads.size() > 0 && grads[0].defined() ? native::contiguous(grads[0]) : Tensor();
-    const Tensor dhn = grads.size() > 1 ? grads[1] : Tensor();
-    const Tensor dcn = grads.size() > 2 ? grads[2] : Tensor();
-    const bool lstm = s.mode == RnnMode::kLstm, gru = s.mode == RnnMode::kGru;
-    Tensor dh0 = dhn.defined() ? native::clone(native::contiguous(dhn)) : zeros({D, B, H}, opts);
-    Tensor dc0;
-    if (lstm) dc0 = dcn.defined() ? native::clone(native::contiguous(dcn)) : zeros({D, B, H}, opts);
-    autograd::TensorList out(next_edges_.size());
-    Tensor dx;
-    const int64_t T_steps = static_cast<int64_t>(steps_->batch_sizes.size());
-    for (int64_t d = 0; d < D; ++d) {
-      const DirectionSaved& sv = saved_[static_cast<size_t>(d)];
-      const Tensor w_ih = w_ih_[static_cast<size_t>(d)].unpack(op);
-      const Tensor w_hh = w_hh_[static_cast<size_t>(d)].unpack(op);
-      const bool reverse = d == 1;
-      Tensor dg = empty({N, GH}, opts);
-      Tensor dgh = gru ? empty({N, GH}, opts) : dg;
-      Tensor dh = native::select(dh0, 0, d);
-      Tensor dc = lstm ? native::select(dc0, 0, d) : Tensor();
-      std::optional<PackedRhs> packed;  // W_hh [GH x H] for dh_prev = dG W_hh, as in forward
-      if (packed_recurrent_gemm<T>(w_hh, T_steps)) packed.emplace(w_hh.data_ptr<float>(), GH, H, H, 1);
-      for (int64_t i = T_steps - 1; i >= 0; --i) {
-        const int64_t t = reverse ? T_steps - 1 - i : i;
-        const int64_t b = steps_->batch_sizes[static_cast<size_t>(t)];
-        const int64_t off = steps_->offsets[static_cast<size_t>(t)];
-        CellStep<T> cs;
-        cs.hidden = H;
-        cs.gates = ptr<T>(sv.gates) + off * GH;
-        cs.gh = gru ? ptr<T>(sv.gh) + off * GH : nullptr;
-        cs.hprev = ptr<T>(sv.hprev) + off * H;
-        cs.cprev = lstm ? ptr<T>(sv.cprev) + off * H : nullptr;
-        cs.tanhc = lstm ? ptr<T>(sv.tanhc) + off * H : nullptr;
-        cs.dy = dy.defined() ? ptr<T>(dy) + off * D * H + d * H : nullptr;
-        cs.ldy = D * H;
-        cs.dh = ptr<T>(dh);
-        cs.dc = lstm ? ptr<T>(dc) : nullptr;
-        cs.dgates = ptr<T>(dg) + off * GH;
-        cs.dgh = gru ? ptr<T>(dgh) + off * GH : nullptr;
-        switch (s.mode) {
-          case RnnMode::kLstm: for_rows(b, GH, [&](int64_t j0, int64_t j1) { lstm_backward_rows(cs, j0, j1); }); break;
-          case RnnMode::kGru: for_rows(b, GH, [&](int64_t j0, int64_t j1) { gru_backward_rows(cs, j0, j1); }); break;
-          case RnnMode::kRnnTanh:
-          case RnnMode::kRnnRelu: {
-            const bool relu = s.mode == RnnMode::kRnnRelu;
-            for_rows(b, GH, [&](int64_t j0, int64_t j1) { rnn_backward_rows(cs, relu, j0, j1); });
-            break;
-          }
-        }
-        if (packed) {
-          packed->multiply(b, reinterpret_cast<const float*>(ptr<T>(dgh) + off * GH), GH,
-                           reinterpret_cast<float*>(ptr<T>(dh)), H, /*accumulate=*/gru);
-        } else {
-          Tensor dh_active = native::narrow(dh, 0, 0, b);
-          native::addmm_out(dh_active, native::narrow(dgh, 0, off, b), w_hh, gru ? 1.0 : 0.0, 1.0);
-        }
-      }
-      const size_t base = 3 + 4 * static_cast<size_t>(d);
-      if (needs_input_grad(base + 0)) out[base + 0] = native::mm(native::t(dg), x);
-      if (needs_input_grad(base + 1)) out[base + 1] = native::mm(native::t(dgh), sv.hprev);
-      if (needs_input_grad(base + 2)) out[base + 2] = column_sum<T>(dg);
-      if (needs_input_grad(base + 3)) {
-        // LSTM and plain RNNs add both biases to the same gates: one sum, two gradients.
-        out[base + 3] = gru ? column_sum<T>(dgh)
-                            : (out[base + 2].defined() ? native::clone(out[base + 2]) : column_sum<T>(dgh));
-      }
-      if (needs_input_grad(0)) {
-        if (!dx.defined()) {
-          dx = native::mm(dg, w_ih);
-        } else {
-          native::addmm_out(dx, dg, w_ih, 1.0, 1.0);
-        }
-      }
-    }
-    out[0] = dx;
-    if (needs_input_grad(1)) out[1] = dh0;
-    if (needs_input_grad(2)) out[2] = dc0;
-    return out;
-  }
-
   std::string name_;
   bool released_ = false;
 };
-
-template <typename T>
-void forward_all(const LayerShape& s, const PackedSteps& steps, const Tensor& x, const std::vector<Tensor>& weights,
-                 Tensor& y, Tensor& h_n, Tensor& c_n, std::vector<DirectionSaved>& saved) {
-  for (int64_t d = 0; d < s.D; ++d) {
-    const size_t w = 4 * static_cast<size_t>(d);
-    Tensor h = native::select(h_n, 0, d);
-    Tensor c = c_n.defined() ? native::select(c_n, 0, d) : Tensor();
-    forward_direction<T>(s, steps, d, x, native::contiguous(weights[w]), native::contiguous(weights[w + 1]),
-                         weights[w + 2], weights[w + 3], y, h, c, saved[static_cast<size_t>(d)]);
-  }
-}
 
 }  // namespace
 
 RnnLayerOutputs rnn_layer(RnnMode mode, const Tensor& input, const std::shared_ptr<const PackedSteps>& steps,
                           const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights) {
-  EMBER_INTERNAL_ASSERT(weights.size() == 4 || weights.size() == 8, "rnn_layer: ", weights.size(), " weights");
-  EMBER_INTERNAL_ASSERT(!steps->batch_sizes.empty() && input.dim() == 2 && input.size(0) == steps->num_rows,
-                        "rnn_layer: input ", input.sizes(), " for ", steps->num_rows, " packed rows");
-  LayerShape s;
-  s.mode = mode;
-  s.D = static_cast<int64_t>(weights.size() / 4);
-  s.G = gate_count(mode);
-  s.H = weights[1].size(1);
-  s.F = input.size(1);
-  s.B = steps->batch_sizes[0];
-  s.N = steps->num_rows;
-  s.bias = weights[2].defined();
-  const bool lstm = mode == RnnMode::kLstm;
-  EMBER_INTERNAL_ASSERT(h0.sizes() == (IntList{s.D, s.B, s.H}) && (!lstm || c0.sizes() == h0.sizes()),
-                        "rnn_layer: h0 ", h0.sizes());
-  EMBER_INTERNAL_ASSERT(input.dtype() == kFloat32 || input.dtype() == kFloat64, "rnn_layer: dtype ", input.dtype());
-
   bool needs_grad = false;
   std::vector<const Tensor*> inputs{&input, &h0, &c0};
   for (const auto& w : weights) inputs.push_back(&w);
   if (autograd::GradMode::is_enabled()) {
     for (const Tensor* t : inputs) needs_grad = needs_grad || (t->defined() && t->requires_grad());
   }
-
-  RnnLayerOutputs out;
-  Tensor x = native::contiguous(input);
-  out.output = empty({s.N, s.D * s.H}, TensorOptions(input.dtype()).device(input.device()));
-  out.h_n = native::clone(native::contiguous(h0));
-  if (lstm) out.c_n = native::clone(native::contiguous(c0));
-  std::vector<DirectionSaved> saved(static_cast<size_t>(s.D));
-  if (input.dtype() == kFloat64) {
-    forward_all<double>(s, *steps, x, weights, out.output, out.h_n, out.c_n, saved);
-  } else {
-    forward_all<float>(s, *steps, x, weights, out.output, out.h_n, out.c_n, saved);
-  }
+  native::RnnLayerForward f = native::rnn_layer_forward(mode, input, *steps, h0, c0, weights);
+  RnnLayerOutputs out{f.output, f.h_n, f.c_n};
   if (!needs_grad) return out;
 
-  auto node = std::make_shared<RnnLayerNode>(s, steps);
-  node->x_dtype_ = input.dtype();
-  node->x_ = autograd::SavedVariable(x);
-  for (int64_t d = 0; d < s.D; ++d) {
-    node->w_ih_.emplace_back(weights[4 * static_cast<size_t>(d)]);
-    node->w_hh_.emplace_back(weights[4 * static_cast<size_t>(d) + 1]);
+  auto node = std::make_shared<RnnLayerNode>(mode, steps);
+  node->x_ = autograd::SavedVariable(native::contiguous(input));
+  for (size_t d = 0; d < weights.size() / 4; ++d) {
+    node->w_ih_.emplace_back(weights[4 * d]);
+    node->w_hh_.emplace_back(weights[4 * d + 1]);
   }
-  node->saved_ = std::move(saved);
+  node->saved_ = std::move(f.saved);
   std::vector<Tensor*> outputs{&out.output, &out.h_n};
-  if (lstm) outputs.push_back(&out.c_n);
+  if (mode == RnnMode::kLstm) outputs.push_back(&out.c_n);
   autograd::set_history(node, inputs, outputs);
   return out;
 }

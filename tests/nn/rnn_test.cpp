@@ -211,7 +211,7 @@ TEST(RNNModules, MatchPlainReferenceValuesAndGradients) {
 }
 
 // float32 layers with enough steps run their recurrent products through PackedRhs (on CPUs
-// with AVX-512; nn/detail/packed_gemm.h), float64 ones through BLAS: the same module in both
+// with AVX2 or AVX-512; core/kernels/cpu/packed_gemm.h), float64 ones through BLAS: the same module in both
 // dtypes must agree on outputs, states and every gradient, for each mode, with and without
 // biases, bidirectional, over packed sequences whose batch shrinks step by step.
 template <class M, class Opts>

@@ -24,6 +24,19 @@ namespace ember::parallel::detail {
 // model of the ranks that trained longest. Every rank sees the same rounds, so they agree on
 // it without another message.
 
+// Note [Static graph]
+// PyTorch's static_graph: the user promises that every iteration uses the same parameters.
+// The first synchronized iteration finds them with find_unused_parameters' walk of the
+// autograd graph from the outputs (so unused parameters are marked ready with zero gradients
+// right away) and records the order in which the parameters' gradients arrive. At the second
+// iteration's forward, before anything is reduced, rank 0's arrival order is broadcast and
+// every rank rebuilds its buckets along it (PyTorch's rebuild_buckets), parameters that got no
+// gradient last; from then on the recorded unused set is applied at each forward without a
+// walk. A parameter used several times in one forward (tied embeddings, a module called twice)
+// needs nothing special: the engine sums all its uses before its AccumulateGrad runs, so it
+// reports once per backward with all contributions. (Two backward passes over one forward
+// still report twice and fail, as without static_graph.)
+
 JoinRound join_round(ProcessGroup& group, Device device, bool active, bool grad_sync, int64_t timeout_ms) {
   const int world = group.size();
   Tensor flags = zeros({world + 1}, TensorOptions(kFloat32).device(device));

@@ -27,6 +27,11 @@ struct DistributedDataParallelOptions {
   /// less per step, at the cost of aliasing (Note [Gradient as bucket view] in reducer.cpp).
   bool gradient_as_bucket_view = false;
   int64_t timeout_ms = 5 * 60 * 1000;
+  /// The set of parameters that get gradients is the same every iteration (Note [Static
+  /// graph]): found once in the first iteration, then unused ones are skipped without
+  /// find_unused_parameters' per-step graph walk, and the buckets are rebuilt in the order
+  /// gradients arrived (rank 0's) at the second iteration.
+  bool static_graph = false;
 };
 
 /// Options of DistributedDataParallel::join (PyTorch's Join / ddp.join()).
@@ -99,13 +104,22 @@ class DistributedDataParallel {
       auto bufs = module_->buffers();
       if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, buffer_root);
     }
-    if (grad_sync && !options_.find_unused_parameters) reducer_->prepare_for_backward(nullptr);
+    const bool first_static = grad_sync && options_.static_graph && static_iterations_ == 0;
+    if (grad_sync && options_.static_graph && !first_static) {  // Note [Static graph]
+      if (static_iterations_ == 1) reducer_->rebuild_buckets_in_arrival_order();
+      reducer_->prepare_for_backward(&static_used_);
+    } else if (grad_sync && !options_.static_graph && !options_.find_unused_parameters) {
+      reducer_->prepare_for_backward(nullptr);
+    }
+    if (first_static) reducer_->record_arrival_order();
     auto out = module_->forward(std::forward<Args>(args)...);
-    if (grad_sync && options_.find_unused_parameters) {
+    if (first_static || (grad_sync && !options_.static_graph && options_.find_unused_parameters)) {
       // Every tensor of the output, however nested (core/nested.h).
       auto used = detail::reachable_parameters(flatten_tensors(out), params_);
       reducer_->prepare_for_backward(&used);
+      if (first_static) static_used_ = std::move(used);
     }
+    if (grad_sync && options_.static_graph) ++static_iterations_;
     return out;
   }
 
@@ -177,6 +191,8 @@ class DistributedDataParallel {
   std::vector<Tensor> params_;
   Device device_ = Device::cpu();
   std::unique_ptr<Reducer> reducer_;
+  int64_t static_iterations_ = 0;  // synchronized iterations run with static_graph
+  std::vector<bool> static_used_;  // which params_ the first of them reached
   bool joining_ = false;
   JoinOptions join_options_;
   int last_joiner_ = -1;

@@ -57,7 +57,19 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
     : params_(std::move(parameters)), names_(std::move(names)), group_(std::move(group)), options_(options) {
   EMBER_CHECK_T(ValueError, group_ != nullptr, "DistributedDataParallel: process_group is null");
   EMBER_CHECK_T(ValueError, !params_.empty(), "DistributedDataParallel: the module has no parameters that require grad");
-  // Reverse registration order; split on cap, dtype or device changes.
+  // Reverse registration order (the order backward usually produces gradients in).
+  std::vector<size_t> order(params_.size());
+  for (size_t k = 0; k < params_.size(); ++k) order[k] = params_.size() - 1 - k;
+  build_buckets(order);
+  ready_.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](const Tensor&) { on_grad_ready(i); }));
+  }
+}
+
+void Reducer::build_buckets(const std::vector<size_t>& order) {
+  // Walks `order`; splits on cap, dtype or device changes (Note [DDP buckets]).
+  bucket_params_.clear();
   param_bucket_.assign(params_.size(), 0);
   int64_t total_bytes = 0;
   for (const Tensor& p : params_) total_bytes += static_cast<int64_t>(p.nbytes());
@@ -71,7 +83,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
     cur.clear();
     cur_bytes = 0;
   };
-  for (size_t k = params_.size(); k-- > 0;) {
+  for (size_t k : order) {
     const Tensor& p = params_[k];
     int64_t bytes = static_cast<int64_t>(p.nbytes());
     int64_t cap = bucket_params_.empty() ? std::min(options_.first_bucket_cap_bytes, bucket_cap) : bucket_cap;
@@ -83,6 +95,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
     cur_bytes += bytes;
   }
   close();
+  buckets_.clear();
   buckets_.resize(bucket_params_.size());
   param_pos_.assign(params_.size(), 0);
   for (size_t b = 0; b < bucket_params_.size(); ++b) {
@@ -108,10 +121,33 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
       params_[i].set_grad(view);
     }
   }
-  ready_.assign(params_.size(), false);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](const Tensor&) { on_grad_ready(i); }));
+}
+
+void Reducer::rebuild_buckets_in_arrival_order() {
+  // Note [Static graph] in distributed_data_parallel.cpp: rank 0's arrival order for everyone.
+  std::lock_guard<std::mutex> lk(mu_);
+  if (expect_backward_) return;  // the last iteration did not finish: prepare_for_backward reports it
+  const int64_t n = static_cast<int64_t>(params_.size());
+  std::vector<int64_t> mine(params_.size(), -1);
+  for (size_t k = 0; k < arrival_order_.size(); ++k) mine[k] = static_cast<int64_t>(arrival_order_[k]);
+  Tensor order = from_vector(mine);
+  const Device device = params_[0].device();
+  if (order.device() != device) order = native::to(order, device);
+  if (group_->size() > 1) group_->broadcast(order, 0)->wait(options_.timeout_ms);
+  std::vector<int64_t> got = native::to(order, Device::cpu()).to_vector<int64_t>();
+  std::vector<bool> placed(params_.size(), false);
+  std::vector<size_t> rebuilt;
+  for (int64_t v : got) {
+    if (v < 0 || v >= n || placed[static_cast<size_t>(v)]) continue;
+    placed[static_cast<size_t>(v)] = true;
+    rebuilt.push_back(static_cast<size_t>(v));
   }
+  for (size_t k = params_.size(); k-- > 0;) {  // parameters that got no gradient: at the end
+    if (!placed[k]) rebuilt.push_back(k);
+  }
+  build_buckets(rebuilt);
+  ready_.assign(params_.size(), false);
+  record_arrival_ = false;
 }
 
 Reducer::~Reducer() {
@@ -186,6 +222,7 @@ void Reducer::on_grad_ready(size_t i) {
   EMBER_CHECK(!ready_[i], "DistributedDataParallel: parameter ", names_[i], " (index ", i, ") on rank ",
               group_->rank(), " received a gradient twice in one iteration; DDP does not support reentrant backward "
               "or using a parameter in two separate backward passes per forward");
+  if (record_arrival_) arrival_order_.push_back(i);
   mark_ready_locked(i, false);
   launch_ready_buckets_locked();
   if (next_bucket_ == buckets_.size()) finalize_locked();

@@ -79,6 +79,16 @@ class Reducer {
   /// zeros, in bucket order, as the ranks still training do in their backward, and waits for
   /// them (Note [Join] in distributed_data_parallel.cpp).
   void shadow_all_reduce();
+  /// Static graph (Note [Static graph]): record the order in which parameters report their
+  /// gradients during the next backward...
+  void record_arrival_order() {
+    std::lock_guard<std::mutex> lk(mu_);
+    arrival_order_.clear();
+    record_arrival_ = true;
+  }
+  /// ...then rebuild the buckets in the order rank 0 recorded (a broadcast: every rank calls it
+  /// at the same point, between iterations). Parameters that reported nothing go last.
+  void rebuild_buckets_in_arrival_order();
 
   const std::vector<std::vector<size_t>>& bucket_parameter_indices() const { return bucket_params_; }
   /// Fraction of all_reduce time (launch to completion) that passed before backward ended, for
@@ -105,6 +115,8 @@ class Reducer {
   void mark_ready_locked(size_t param_index, bool zero);
   void launch_ready_buckets_locked();
   void finalize_locked();
+  /// Buckets over `order` (parameter indices), split by the caps (Note [DDP buckets]).
+  void build_buckets(const std::vector<size_t>& order);
   /// "\n" + the group's debug report under EMBER_DISTRIBUTED_DEBUG, else "".
   std::string debug_report() const;
   /// Parameter i's place in its bucket, shaped like the parameter.
@@ -127,6 +139,8 @@ class Reducer {
   bool sync_ = true;
   CommHook hook_;
   int join_divisor_ = 0;
+  bool record_arrival_ = false;        // guarded by mu_
+  std::vector<size_t> arrival_order_;  // guarded by mu_
   double last_overlap_ = 0.0;
   double last_wait_ms_ = 0.0;
 };

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <latch>
+#include <set>
 #include <mutex>
 #include <thread>
 
 #include "core/ops/native.h"
+#include "nn/embedding.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
 #include "nn/optim/sgd.h"
@@ -527,4 +529,125 @@ TEST(DdpUnevenInputs, WithoutJoinTheRankThatStoppedIsNamed) {
   }, /*group_timeout_ms=*/800);
   EXPECT_THAT(error, HasSubstr("rank 0"));
   EXPECT_THAT(error, HasSubstr("timed out"));
+}
+
+// ---- static_graph (Note [Static graph]) --------------------------------------------------------
+
+namespace {
+
+/// Embedding -> tanh -> Linear decoder sharing the embedding's weight (tied after construction).
+struct TiedLm : nn::Cloneable<TiedLm> {
+  std::shared_ptr<nn::Embedding> encoder;
+  std::shared_ptr<nn::Linear> decoder;
+  TiedLm() : Cloneable("TiedLm") {
+    reset();
+    decoder->weight = encoder->weight;
+    *decoder->find_parameter("weight") = encoder->weight;
+  }
+  void reset() override {
+    encoder = register_module("encoder", std::make_shared<nn::Embedding>(9, 5));
+    decoder = register_module("decoder", std::make_shared<nn::Linear>(5, 9));
+  }
+  Tensor forward(const Tensor& ids) { return decoder->forward(tanh(encoder->forward(ids))); }
+};
+
+/// `head` is registered first but applied last; `body` is applied twice; `unused` never.
+struct TwiceNet : nn::Cloneable<TwiceNet> {
+  std::shared_ptr<nn::Linear> head, body, unused;
+  TwiceNet() : Cloneable("TwiceNet") { reset(); }
+  void reset() override {
+    head = register_module("head", std::make_shared<nn::Linear>(6, 3));
+    body = register_module("body", std::make_shared<nn::Linear>(6, 6));
+    unused = register_module("unused", std::make_shared<nn::Linear>(6, 3));
+  }
+  Tensor forward(const Tensor& x) { return head->forward(tanh(body->forward(tanh(body->forward(x))))); }
+};
+
+Tensor ids_for(int step, int64_t rows) {
+  std::vector<int64_t> v;
+  for (int64_t i = 0; i < rows; ++i) v.push_back((i * 7 + step * 3) % 9);
+  return from_vector(v);
+}
+
+// Trains M with SGD for `steps` on `world` ranks with static_graph (per_rank rows each, rank r
+// taking rows [r * per_rank, ...) of the step's batch) and on one process with the whole batch;
+// returns {one process, rank 0, rank 1, ...} parameters. `batch(step, rows)` gives (input, target).
+template <class M, class Batch>
+std::vector<std::vector<std::vector<float>>> static_graph_run(int world, int steps, Batch batch,
+                                                              std::function<void(int, DistributedDataParallel<M>&)> check = {}) {
+  const int64_t per_rank = 4;
+  static std::mutex seed_mu;
+  auto make = [&](Device d) {
+    std::lock_guard<std::mutex> lk(seed_mu);
+    manual_seed(3);
+    auto m = std::make_shared<M>();
+    m->to(d);
+    return m;
+  };
+  std::vector<std::vector<std::vector<float>>> out(world + 1);
+  {
+    auto m = make(Device::cpu());
+    optim::SGD opt(m->parameters(), optim::SGDOptions(0.2));
+    for (int s = 0; s < steps; ++s) {
+      opt.zero_grad();
+      auto [x, y] = batch(s, per_rank * world);
+      nn::functional::mse_loss(m->forward(x), y).backward();
+      opt.step();
+    }
+    out[0] = params_of(*m);
+  }
+  run_ranks(world, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto m = make(dev);
+    DistributedDataParallelOptions o;
+    o.static_graph = true;
+    o.bucket_cap_mb = 1e-6;  // one parameter per bucket: the bucket order is visible
+    o.timeout_ms = 20000;
+    DistributedDataParallel<M> ddp(m, pg, o);
+    optim::SGD opt(m->parameters(), optim::SGDOptions(0.2));
+    for (int s = 0; s < steps; ++s) {
+      opt.zero_grad();
+      auto [x, y] = batch(s, per_rank * world);
+      x = native::to(native::narrow(x, 0, r * per_rank, per_rank), dev);
+      y = native::to(native::narrow(y, 0, r * per_rank, per_rank), dev);
+      nn::functional::mse_loss(ddp(x), y).backward();
+      opt.step();
+      if (check) check(s, ddp);
+    }
+    out[r + 1] = params_of(*m);
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST(DdpStaticGraph, TiedEmbeddingsMatchOneProcess) {
+  auto got = static_graph_run<TiedLm>(2, 5, [](int s, int64_t rows) {
+    return std::make_pair(ids_for(s, rows), native::mul(native::reshape(global_y(s, rows * 3), {rows, 9}), 0.1));
+  });
+  ASSERT_EQ(got[0].size(), 2u);  // the tied weight is one parameter (Note [Shared parameters])
+  expect_close(got[1], got[0], 1e-5);
+  expect_close(got[2], got[1], 0);
+}
+
+// `body` is used twice per forward, `unused` never (no find_unused_parameters: static_graph
+// finds it once); after the second iteration the buckets follow the arrival order: head's
+// gradients (backward reaches them first) are in the first buckets, not body's (the reverse
+// registration order of the first iteration).
+TEST(DdpStaticGraph, ModuleCalledTwiceAndAnUnusedOneMatchOneProcessAndBucketsFollowArrival) {
+  std::vector<std::vector<std::vector<size_t>>> buckets_after(2);
+  auto got = static_graph_run<TwiceNet>(2, 5, [](int s, int64_t rows) { return std::make_pair(global_x(s, rows), global_y(s, rows)); },
+      [&](int s, DistributedDataParallel<TwiceNet>& ddp) {
+        if (s < 2) buckets_after[s] = ddp.reducer().bucket_parameter_indices();
+      });
+  expect_close(std::vector<std::vector<float>>(got[1].begin(), got[1].begin() + 4),
+               std::vector<std::vector<float>>(got[0].begin(), got[0].begin() + 4), 1e-5);
+  expect_close(got[2], got[1], 0);
+  // Parameters: 0 head.weight, 1 head.bias, 2 body.weight, 3 body.bias, 4-5 unused.
+  ASSERT_EQ(buckets_after[0].size(), 6u);
+  EXPECT_EQ(buckets_after[0][0], (std::vector<size_t>{5}));  // reverse registration: unused.bias first
+  std::set<size_t> first_two{buckets_after[1][0][0], buckets_after[1][1][0]};
+  EXPECT_EQ(first_two, (std::set<size_t>{0, 1}));
+  std::set<size_t> last_two{buckets_after[1][4][0], buckets_after[1][5][0]};
+  EXPECT_EQ(last_two, (std::set<size_t>{4, 5}));
 }

@@ -9,8 +9,8 @@
 #include "autograd/node.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 #include "core/ops/random.h"
-#include "core/thread_pool.h"
 #include "nn/functional.h"
 
 namespace ember::nn::functional {
@@ -43,21 +43,6 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 
 namespace {
 
-bool fused_cpu(const Tensor& t) { return t.device().is_cpu() && (t.dtype() == kFloat32 || t.dtype() == kFloat64); }
-
-// Indices as int64 on the host, checked against [0, num).
-std::vector<int64_t> checked_embedding_indices(const Tensor& input, int64_t num) {
-  EMBER_CHECK_T(TypeError, input.dtype() == kInt64 || input.dtype() == kInt32,
-                "embedding: Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                "Long, Int; but got ", input.dtype(), " instead");
-  std::vector<int64_t> idx = input.to_vector<int64_t>();
-  for (int64_t v : idx) {
-    EMBER_CHECK_T(IndexError, v >= 0 && v < num, "embedding: index out of range in self (index ", v,
-                  ", num_embeddings ", num, ")");
-  }
-  return idx;
-}
-
 int64_t wrap_padding_idx(std::optional<int64_t> padding_idx, int64_t num) {
   if (!padding_idx) return -1;
   int64_t p = *padding_idx;
@@ -66,56 +51,16 @@ int64_t wrap_padding_idx(std::optional<int64_t> padding_idx, int64_t num) {
   return p < 0 ? p + num : p;
 }
 
-template <typename T>
-void embedding_forward_kernel(const std::vector<int64_t>& idx, const T* w, T* out, int64_t dim) {
-  const int64_t n = static_cast<int64_t>(idx.size());
-  parallel_for(0, n, std::max<int64_t>(1, 16384 / std::max<int64_t>(dim, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      std::memcpy(out + i * dim, w + idx[static_cast<size_t>(i)] * dim, sizeof(T) * static_cast<size_t>(dim));
-    }
-  });
-}
-
-// Serial over indices in order, so the sum for a repeated index is the same on every run.
-template <typename T>
-void embedding_backward_kernel(const std::vector<int64_t>& idx, const T* g, T* gw, int64_t dim, int64_t pad) {
-  for (size_t i = 0; i < idx.size(); ++i) {
-    int64_t r = idx[i];
-    if (r == pad) continue;
-    T* dst = gw + r * dim;
-    const T* src = g + static_cast<int64_t>(i) * dim;
-    for (int64_t j = 0; j < dim; ++j) dst[j] += src[j];
-  }
-}
-
 }  // namespace
 
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
   EMBER_CHECK_T(ValueError, weight.dim() == 2, "embedding: 'weight' must be 2-D, got shape ", weight.sizes());
-  if (!fused_cpu(weight) || !input.device().is_cpu()) return detail::embedding_reference(input, weight, padding_idx);
-  const int64_t num = weight.sizes()[0], dim = weight.sizes()[1];
+  const int64_t num = weight.sizes()[0];
   const int64_t pad = wrap_padding_idx(padding_idx, num);
-  auto idx = std::make_shared<std::vector<int64_t>>(checked_embedding_indices(input, num));
-  IntList out_sizes = input.sizes();
-  out_sizes.push_back(dim);
-  Tensor w = native::contiguous(weight);
-  Tensor out = empty(out_sizes, TensorOptions(weight.dtype()).device(weight.device()));
-  if (weight.dtype() == kFloat32) {
-    embedding_forward_kernel(*idx, w.data_ptr<float>(), out.data_ptr<float>(), dim);
-  } else {
-    embedding_forward_kernel(*idx, w.data_ptr<double>(), out.data_ptr<double>(), dim);
-  }
+  Tensor out = native::embedding_forward(weight, input);
   autograd::record("EmbeddingBackward0", {&weight}, {&out},
-                   [idx, num, dim, pad, dt = weight.dtype(), dev = weight.device()](FunctionNode&, TensorList& g) {
-                     Tensor gc = native::contiguous(g[0]);
-                     if (gc.dtype() != dt) gc = native::to(gc, dt);
-                     Tensor gw = zeros({num, dim}, TensorOptions(dt).device(dev));
-                     if (dt == kFloat32) {
-                       embedding_backward_kernel(*idx, gc.data_ptr<float>(), gw.data_ptr<float>(), dim, pad);
-                     } else {
-                       embedding_backward_kernel(*idx, gc.data_ptr<double>(), gw.data_ptr<double>(), dim, pad);
-                     }
-                     return TensorList{gw};
+                   [input, num, pad, dt = weight.dtype(), dev = weight.device()](FunctionNode&, TensorList& g) {
+                     return TensorList{native::embedding_backward(g[0], input, num, pad, dt, dev)};
                    });
   return out;
 }
@@ -163,88 +108,6 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
 
 namespace {
 
-constexpr int64_t kLayerNormBlockRows = 64;  // fixed partition: weight/bias gradients are thread-count independent
-
-template <typename T>
-void layer_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, double* mean, double* rstd, int64_t M,
-                               int64_t N, double eps) {
-  parallel_for(0, M, std::max<int64_t>(1, 8192 / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
-    for (int64_t i = rb; i < re; ++i) {
-      const T* xi = x + i * N;
-      double s = 0.0;
-      for (int64_t j = 0; j < N; ++j) s += static_cast<double>(xi[j]);
-      double mu = s / static_cast<double>(N);
-      double v = 0.0;
-      for (int64_t j = 0; j < N; ++j) {
-        double d = static_cast<double>(xi[j]) - mu;
-        v += d * d;
-      }
-      double r = 1.0 / std::sqrt(v / static_cast<double>(N) + eps);
-      mean[i] = mu;
-      rstd[i] = r;
-      T* yi = y + i * N;
-      for (int64_t j = 0; j < N; ++j) {
-        double h = (static_cast<double>(xi[j]) - mu) * r;
-        if (w) h *= static_cast<double>(w[j]);
-        if (b) h += static_cast<double>(b[j]);
-        yi[j] = static_cast<T>(h);
-      }
-    }
-  });
-}
-
-template <typename T>
-void layer_norm_backward_kernel(const T* g, const T* x, const T* w, const double* mean, const double* rstd, int64_t M,
-                                int64_t N, T* gx, T* gw, T* gb) {
-  const int64_t nblocks = (M + kLayerNormBlockRows - 1) / kLayerNormBlockRows;
-  const bool need_wb = gw || gb;
-  std::vector<double> pw(need_wb ? static_cast<size_t>(nblocks * N) : 0), pb(pw.size());
-  parallel_for(0, nblocks, 1, [&](int64_t bb, int64_t be) {
-    for (int64_t blk = bb; blk < be; ++blk) {
-      double* bw = need_wb ? &pw[static_cast<size_t>(blk * N)] : nullptr;
-      double* bbias = need_wb ? &pb[static_cast<size_t>(blk * N)] : nullptr;
-      const int64_t r0 = blk * kLayerNormBlockRows, r1 = std::min(M, r0 + kLayerNormBlockRows);
-      for (int64_t i = r0; i < r1; ++i) {
-        const T* gi = g + i * N;
-        const T* xi = x + i * N;
-        const double mu = mean[i], r = rstd[i];
-        if (need_wb) {
-          for (int64_t j = 0; j < N; ++j) {
-            double gj = static_cast<double>(gi[j]);
-            bw[j] += gj * (static_cast<double>(xi[j]) - mu) * r;
-            bbias[j] += gj;
-          }
-        }
-        if (!gx) continue;
-        double a = 0.0, c = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          double gj = static_cast<double>(gi[j]) * (w ? static_cast<double>(w[j]) : 1.0);
-          a += gj;
-          c += gj * (static_cast<double>(xi[j]) - mu) * r;
-        }
-        a /= static_cast<double>(N);
-        c /= static_cast<double>(N);
-        T* gxi = gx + i * N;
-        for (int64_t j = 0; j < N; ++j) {
-          double gj = static_cast<double>(gi[j]) * (w ? static_cast<double>(w[j]) : 1.0);
-          double h = (static_cast<double>(xi[j]) - mu) * r;
-          gxi[j] = static_cast<T>(r * (gj - a - h * c));
-        }
-      }
-    }
-  });
-  if (!need_wb) return;
-  for (int64_t j = 0; j < N; ++j) {
-    double sw = 0.0, sb = 0.0;
-    for (int64_t blk = 0; blk < nblocks; ++blk) {
-      sw += pw[static_cast<size_t>(blk * N + j)];
-      sb += pb[static_cast<size_t>(blk * N + j)];
-    }
-    if (gw) gw[j] = static_cast<T>(sw);
-    if (gb) gb[j] = static_cast<T>(sb);
-  }
-}
-
 // Returns (M, N) and validates shapes as PyTorch's layer_norm does.
 std::pair<int64_t, int64_t> layer_norm_dims(const Tensor& input, const IntList& normalized_shape,
                                             const Tensor& weight, const Tensor& bias) {
@@ -279,58 +142,19 @@ std::pair<int64_t, int64_t> layer_norm_dims(const Tensor& input, const IntList& 
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   auto [M, N] = layer_norm_dims(input, normalized_shape, weight, bias);
-  const DType dt = input.dtype();
-  bool fused = fused_cpu(input) && (!weight.defined() || (weight.device().is_cpu() && weight.dtype() == dt)) &&
-               (!bias.defined() || (bias.device().is_cpu() && bias.dtype() == dt)) && N > 0;
-  if (!fused) return detail::layer_norm_reference(input, normalized_shape, weight, bias, eps);
-  Tensor x = native::contiguous(input);
-  Tensor w = weight.defined() ? native::contiguous(weight) : Tensor();
-  Tensor b = bias.defined() ? native::contiguous(bias) : Tensor();
-  Tensor y = empty(input.sizes(), TensorOptions(dt).device(input.device()));
-  Tensor mean = empty({M}, TensorOptions(kFloat64).device(input.device())),
-         rstd = empty({M}, TensorOptions(kFloat64).device(input.device()));
-  auto run = [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    layer_norm_forward_kernel<T>(x.data_ptr<T>(), w.defined() ? w.data_ptr<T>() : nullptr,
-                                 b.defined() ? b.data_ptr<T>() : nullptr, y.data_ptr<T>(), mean.data_ptr<double>(),
-                                 rstd.data_ptr<double>(), M, N, eps);
-  };
-  if (dt == kFloat32) {
-    run(static_cast<float*>(nullptr));
-  } else {
-    run(static_cast<double*>(nullptr));
-  }
+  native::LayerNormForward f = native::layer_norm_forward(input, M, N, weight, bias, eps);
   if (autograd::any_requires_grad({&input, &weight, &bias})) {
-    SavedVariable sx(x), sw(w);
-    autograd::record("NativeLayerNormBackward0", {&input, &weight, &bias}, {&y},
-                     [sx, sw, mean, rstd, M = M, N = N, dt, sizes = input.sizes(), wsizes = normalized_shape, dev = input.device()](
-                         FunctionNode& n, TensorList& g) {
+    SavedVariable sx(native::contiguous(input)), sw(weight);
+    autograd::record("NativeLayerNormBackward0", {&input, &weight, &bias}, {&f.y},
+                     [sx, sw, mean = f.mean, rstd = f.rstd, M = M, N = N](FunctionNode& n, TensorList& g) {
                        Tensor xv = sx.unpack("NativeLayerNormBackward0");
                        Tensor wv = sw.defined() ? sw.unpack("NativeLayerNormBackward0") : Tensor();
-                       Tensor gc = native::contiguous(g[0]);
-                       if (gc.dtype() != dt) gc = native::to(gc, dt);
-                       TensorList r(3);
-                       if (n.needs_input_grad(0)) r[0] = empty(sizes, TensorOptions(dt).device(dev));
-                       if (n.needs_input_grad(1)) r[1] = empty(wsizes, TensorOptions(dt).device(dev));
-                       if (n.needs_input_grad(2)) r[2] = empty(wsizes, TensorOptions(dt).device(dev));
-                       auto run_b = [&](auto* tag) {
-                         using T = std::remove_pointer_t<decltype(tag)>;
-                         layer_norm_backward_kernel<T>(
-                             gc.data_ptr<T>(), xv.data_ptr<T>(), wv.defined() ? wv.data_ptr<T>() : nullptr,
-                             mean.data_ptr<double>(), rstd.data_ptr<double>(), M, N,
-                             r[0].defined() ? r[0].data_ptr<T>() : nullptr,
-                             r[1].defined() ? r[1].data_ptr<T>() : nullptr,
-                             r[2].defined() ? r[2].data_ptr<T>() : nullptr);
-                       };
-                       if (dt == kFloat32) {
-                         run_b(static_cast<float*>(nullptr));
-                       } else {
-                         run_b(static_cast<double*>(nullptr));
-                       }
-                       return r;
+                       std::vector<bool> needs{n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2)};
+                       std::vector<Tensor> r = native::layer_norm_backward(g[0], xv, wv, mean, rstd, M, N, needs);
+                       return TensorList(r.begin(), r.end());
                      });
   }
-  return y;
+  return f.y;
 }
 
 Tensor detail::layer_norm_reference(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,

@@ -81,10 +81,9 @@ Tensor& eye_(Tensor& tensor) {
   if (skip()) return tensor;
   NoGradGuard no_grad;
   int64_t n = tensor.sizes()[0], m = tensor.sizes()[1];
-  Tensor e = zeros({n, m}, TensorOptions(kFloat64));
-  double* p = e.data_ptr<double>();
-  for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = 1.0;
-  return native::copy_(tensor, e);
+  std::vector<double> e(static_cast<size_t>(n * m), 0.0);
+  for (int64_t i = 0; i < std::min(n, m); ++i) e[static_cast<size_t>(i * m + i)] = 1.0;
+  return native::copy_(tensor, from_vector<double>(e, {n, m}));
 }
 
 Tensor& xavier_uniform_(Tensor& tensor, double gain, Generator* gen) {

@@ -29,9 +29,7 @@ std::string size_tuple(const IntList& s) {
 }
 
 std::vector<int64_t> int64_values(const Tensor& t) {
-  Tensor c = native::contiguous(native::to(t, kInt64));
-  const int64_t* p = c.data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + c.numel());
+  return t.to_vector<int64_t>();
 }
 
 // Reorders dim 1 of a [L*D, B, H] state: out[:, j] = state[:, perm[j]].

@@ -41,6 +41,48 @@ double total_norm(const std::vector<Tensor>& tensors, double norm_type);
 /// t *= scale for every tensor (one pass each; bumps their versions).
 void scale_all_(const std::vector<Tensor>& tensors, double scale);
 
+// ---- embedding, layer_norm, row gathers ----------------------------------------------------------
+
+/// weight [num, dim] rows picked by `indices` (int64/int32, any shape): [*indices.sizes(), dim].
+/// IndexError for an index outside [0, num); TypeError for other index dtypes.
+Tensor embedding_forward(const Tensor& weight, const Tensor& indices);
+/// The weight gradient [num_weights, dim] (dtype, device): rows of `grad` summed per index in
+/// index order, the padding_idx row (-1: none) left zero.
+Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num_weights, int64_t padding_idx,
+                          DType dtype, Device device);
+
+struct LayerNormForward {
+  Tensor y;           // the input's shape and dtype
+  Tensor mean, rstd;  // [M] float64 per-row statistics for the backward
+};
+/// input viewed as [M, N] rows (N: the normalized numel); weight, bias of N elements or
+/// undefined, of the input's dtype and device (TypeError otherwise).
+LayerNormForward layer_norm_forward(const Tensor& input, int64_t M, int64_t N, const Tensor& weight,
+                                    const Tensor& bias, double eps);
+/// Gradients of (input, weight, bias); entry i undefined when !needs[i].
+std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& input, const Tensor& weight,
+                                        const Tensor& mean, const Tensor& rstd, int64_t M, int64_t N,
+                                        const std::vector<bool>& needs);
+
+/// src viewed as [num_src_rows, C]: out row i = src row index[i], or `fill` where index[i] is
+/// -1; shaped out_sizes (numel index.size() * C). Index entries outside [-1, num_src_rows) are
+/// internal errors (callers build them).
+Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& index, int64_t num_src_rows,
+                   const IntList& out_sizes, double fill);
+
+// ---- optimizer updates (math: core/kernels/optim.h) ----------------------------------------------
+
+/// One Adam (decoupled: AdamW) step of p in place, in torch's _single_tensor_adam op order with
+/// every op rounded to p's dtype; step is the step count after this step (1 for the first).
+/// max_exp_avg_sq undefined: no AMSGrad. Bumps the versions of what it writes.
+void adam_update_(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
+                  double step, double lr, double beta1, double beta2, double eps, double weight_decay, bool maximize,
+                  bool decoupled);
+/// One SGD step of p in place (torch's _single_tensor_sgd op order); momentum_buffer undefined:
+/// no momentum; init_buffer: its first step (it takes the gradient itself).
+void sgd_update_(Tensor& p, const Tensor& grad, Tensor& momentum_buffer, bool init_buffer, double lr, double momentum,
+                 double dampening, double weight_decay, bool nesterov, bool maximize);
+
 // ---- recurrent layers over packed rows (Note [RNN step buffers] in core/kernels/cpu/rnn_layer.cpp) --
 
 enum class RnnMode : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };

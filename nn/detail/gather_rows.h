@@ -1,7 +1,7 @@
 // gather_rows: the differentiable row permutation behind packing and unpacking sequences and
 // reordering RNN states (nn/utils/rnn.cpp, nn/rnn.cpp). A RowMap is injective, so the gradient
 // of a gather is the gather with the inverse map; no accumulation and no atomics are needed.
-// Rows are copied with memcpy over the thread pool. Stateless and thread-safe.
+// Rows are copied by native::gather_rows (core/ops/nn_native.h). Stateless and thread-safe.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -3,7 +3,7 @@
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "core/thread_pool.h"
+#include "core/ops/nn_native.h"
 #include "nn/detail/json.h"
 
 namespace ember::optim {
@@ -47,36 +47,6 @@ void SGDOptions::validate() const {
 SGD::SGD(std::vector<ParamGroup> param_groups, const SGDOptions& defaults)
     : Optimizer(std::move(param_groups), defaults.clone()) {}
 
-namespace {
-
-// One parameter's update, fused for contiguous CPU tensors of one dtype, in the op order of
-// the native-op path below (torch's _single_tensor_sgd), each step rounded to T.
-template <typename T>
-void sgd_kernel(T* p, const T* g, T* buf, bool init_buf, int64_t n, const SGDOptions& o) {
-  const T wd = static_cast<T>(o.weight_decay()), mom = static_cast<T>(o.momentum());
-  const T one_minus_damp = static_cast<T>(1.0 - o.dampening()), neg_lr = static_cast<T>(-o.lr());
-  const bool maximize = o.maximize(), has_wd = o.weight_decay() != 0.0, nesterov = o.nesterov();
-  parallel_for(0, n, 32768, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      T d = maximize ? -g[i] : g[i];
-      if (has_wd) d = d + wd * p[i];
-      if (buf) {
-        T bv = init_buf ? d : buf[i] * mom + one_minus_damp * d;
-        buf[i] = bv;
-        d = nesterov ? d + mom * bv : bv;
-      }
-      p[i] = p[i] + neg_lr * d;
-    }
-  });
-}
-
-bool fusable(const Tensor& p, const Tensor& g) {
-  return p.device().is_cpu() && g.device().is_cpu() && p.is_contiguous() && g.is_contiguous() &&
-         p.dtype() == g.dtype() && (p.dtype() == kFloat32 || p.dtype() == kFloat64) && p.sizes() == g.sizes();
-}
-
-}  // namespace
-
 Tensor SGD::step(const LossClosure& closure) {
   Tensor loss = run_closure(closure);
   NoGradGuard no_grad;
@@ -92,32 +62,9 @@ Tensor SGD::step(const LossClosure& closure) {
         st["momentum_buffer"] = empty_like(p);
         init_buf = true;
       }
-      if (fusable(p, g) && (!use_buf || fusable(p, st["momentum_buffer"]))) {
-        Tensor buf = use_buf ? st["momentum_buffer"] : Tensor();
-        if (p.dtype() == kFloat32) {
-          sgd_kernel<float>(p.data_ptr<float>(), g.data_ptr<float>(), use_buf ? buf.data_ptr<float>() : nullptr,
-                            init_buf, p.numel(), o);
-        } else {
-          sgd_kernel<double>(p.data_ptr<double>(), g.data_ptr<double>(), use_buf ? buf.data_ptr<double>() : nullptr,
-                             init_buf, p.numel(), o);
-        }
-        p.bump_version();
-        if (use_buf) buf.bump_version();
-        continue;
-      }
-      Tensor d = o.maximize() ? native::neg(g) : g;
-      if (o.weight_decay() != 0.0) d = native::add(d, p, o.weight_decay());
-      if (use_buf) {
-        Tensor& buf = st["momentum_buffer"];
-        if (init_buf) {
-          native::copy_(buf, d);
-        } else {
-          native::mul_(buf, o.momentum());
-          native::add_(buf, d, 1.0 - o.dampening());
-        }
-        d = o.nesterov() ? native::add(d, buf, o.momentum()) : buf;
-      }
-      native::add_(p, d, -o.lr());
+      Tensor buf = use_buf ? st["momentum_buffer"] : Tensor();
+      native::sgd_update_(p, g, buf, init_buf, o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov(),
+                          o.maximize());
     }
   }
   return loss;

@@ -20,9 +20,7 @@ using ember::detail::translate_bad_alloc;
 namespace {
 
 std::vector<int64_t> to_int64_vector(const Tensor& t) {
-  Tensor c = native::contiguous(native::to(t, kInt64));
-  const int64_t* p = c.data_ptr<int64_t>();
-  return std::vector<int64_t>(p, p + c.numel());
+  return t.to_vector<int64_t>();
 }
 
 Tensor int64_tensor(const std::vector<int64_t>& v) { return from_vector<int64_t>(v, {static_cast<int64_t>(v.size())}); }

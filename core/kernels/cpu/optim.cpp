@@ -1,0 +1,98 @@
+#include "core/kernels/cpu/optim.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "core/error.h"
+#include "core/kernels/optim.h"
+#include "core/thread_pool.h"
+
+namespace ember::kernels::cpu {
+namespace {
+
+template <typename T, bool kCoupled, bool kAmsgrad>
+void adam_impl(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamArgs& a) {
+  const double bc1 = 1.0 - std::pow(a.beta1, a.step);
+  const double bc2 = 1.0 - std::pow(a.beta2, a.step);
+  AdamStepF<T, kCoupled, kAmsgrad> f;
+  f.neg_step_size = static_cast<T>(-(a.lr / bc1));
+  f.bc2_sqrt = static_cast<T>(std::sqrt(bc2));
+  f.b1 = static_cast<T>(a.beta1);
+  f.b2 = static_cast<T>(a.beta2);
+  f.one_minus_b1 = static_cast<T>(1.0 - a.beta1);
+  f.one_minus_b2 = static_cast<T>(1.0 - a.beta2);
+  f.wd = static_cast<T>(a.weight_decay);
+  f.eps = static_cast<T>(a.eps);
+  f.decay = a.decoupled && a.weight_decay != 0.0 ? static_cast<T>(1.0 - a.lr * a.weight_decay) : T(1);
+  f.sign = a.maximize ? T(-1) : T(1);
+  parallel_for(0, n, 16384, [=](int64_t b, int64_t end) {
+    // Local restrict copies: through the closure GCC would reload the pointers every iteration.
+    T* __restrict pl = p;
+    const T* __restrict gl = g;
+    T* __restrict ml = m;
+    T* __restrict vl = v;
+    T* __restrict vmaxl = vmax;
+    for (int64_t i = b; i < end; ++i) {
+      if constexpr (kAmsgrad) {
+        f(pl[i], gl[i], ml[i], vl[i], vmaxl[i]);
+      } else {
+        T unused = T(0);
+        f(pl[i], gl[i], ml[i], vl[i], unused);
+      }
+    }
+  });
+}
+
+template <typename T>
+void adam_typed(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamArgs& a) {
+  const bool coupled = !a.decoupled && a.weight_decay != 0.0;
+  if (coupled) {
+    vmax ? adam_impl<T, true, true>(p, g, m, v, vmax, n, a) : adam_impl<T, true, false>(p, g, m, v, vmax, n, a);
+  } else {
+    vmax ? adam_impl<T, false, true>(p, g, m, v, vmax, n, a) : adam_impl<T, false, false>(p, g, m, v, vmax, n, a);
+  }
+}
+
+template <typename T>
+void sgd_typed(T* p, const T* g, T* buf, bool init_buf, int64_t n, const SgdArgs& a) {
+  SgdStepF<T> f;
+  f.wd = static_cast<T>(a.weight_decay);
+  f.mom = static_cast<T>(a.momentum);
+  f.one_minus_damp = static_cast<T>(1.0 - a.dampening);
+  f.neg_lr = static_cast<T>(-a.lr);
+  f.maximize = a.maximize;
+  f.has_wd = a.weight_decay != 0.0;
+  f.nesterov = a.nesterov;
+  f.has_buf = buf != nullptr;
+  f.init_buf = init_buf;
+  parallel_for(0, n, 32768, [&](int64_t b, int64_t e) {
+    if (buf != nullptr) {
+      for (int64_t i = b; i < e; ++i) f(p[i], g[i], buf[i]);
+    } else {
+      T unused = T(0);
+      for (int64_t i = b; i < e; ++i) f(p[i], g[i], unused);
+    }
+  });
+}
+
+}  // namespace
+
+void adam_step(DType dtype, void* p, const void* g, void* m, void* v, void* vmax, int64_t n, const AdamArgs& a) {
+  if (dtype == kFloat32) {
+    return adam_typed(static_cast<float*>(p), static_cast<const float*>(g), static_cast<float*>(m),
+                      static_cast<float*>(v), static_cast<float*>(vmax), n, a);
+  }
+  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "adam_step: dtype ", dtype);
+  adam_typed(static_cast<double*>(p), static_cast<const double*>(g), static_cast<double*>(m),
+             static_cast<double*>(v), static_cast<double*>(vmax), n, a);
+}
+
+void sgd_step(DType dtype, void* p, const void* g, void* buf, bool init_buf, int64_t n, const SgdArgs& a) {
+  if (dtype == kFloat32) {
+    return sgd_typed(static_cast<float*>(p), static_cast<const float*>(g), static_cast<float*>(buf), init_buf, n, a);
+  }
+  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "sgd_step: dtype ", dtype);
+  sgd_typed(static_cast<double*>(p), static_cast<const double*>(g), static_cast<double*>(buf), init_buf, n, a);
+}
+
+}  // namespace ember::kernels::cpu

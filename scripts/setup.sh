@@ -11,6 +11,7 @@ pkgs=(
   libbenchmark-dev               # bench/
   nlohmann-json3-dev             # safetensors headers, store messages
   wamerican wngerman wfrench witalian wspanish wdutch   # examples/rnn_dp data
+  slurmctld slurmd slurm-client  # rnn_dp_launchers_test's one-node Slurm (srun; ~5 s of the suite)
 )
 if [ "${EMBER_SETUP_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy); fi
 missing=()

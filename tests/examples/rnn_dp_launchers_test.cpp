@@ -130,4 +130,107 @@ TEST_F(RnnDpLaunchers, TorchrunRestartsAfterAKilledRankAndResumesFromTheCheckpoi
   rnn_dp_test::expect_identical_checkpoints(last("whole"), last("restarted"));
 }
 
+// ---- srun ---------------------------------------------------------------------------------
+
+// A one-node Slurm for this test alone: slurmctld and slurmd (Debian's slurm-wlm) as this
+// machine's host name on loopback, with a slurm.conf, state and logs in a temporary directory
+// and free ports. auth/none and cred/none: nothing outside the directory (no munge key or
+// daemon) is needed, which is enough for one host that trusts itself. CPUs=4 with
+// config_overrides and OverSubscribe lets `srun -n 3` run on a 2-core CI machine.
+class LocalSlurm {
+ public:
+  explicit LocalSlurm(const fs::path& dir) : dir_(dir) {
+    for (const char* tool : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/srun", "/usr/bin/sinfo"}) {
+      if (::access(tool, X_OK) != 0) {
+        why_not_ = std::string(tool) + " is not installed (Debian's slurmctld, slurmd, slurm-client)";
+        return;
+      }
+    }
+    if (::geteuid() != 0) {
+      why_not_ = "slurmd must run as root to start job steps, and this test runs as uid " + std::to_string(::geteuid());
+      return;
+    }
+    char host[256] = {0};
+    ::gethostname(host, sizeof host - 1);
+    std::string h = host;
+    h = h.substr(0, h.find('.'));
+    fs::create_directories(dir_ / "state");
+    fs::create_directories(dir_ / "spool");
+    std::ofstream conf(dir_ / "slurm.conf");
+    const std::string d = dir_.string();
+    conf << "ClusterName=embertest\nSlurmctldHost=" << h << "(127.0.0.1)\nSlurmctldPort=" << free_port()
+         << "\nSlurmdPort=" << free_port()
+         << "\nAuthType=auth/none\nCredType=cred/none\nSlurmUser=root\nSlurmdUser=root\n"
+         << "StateSaveLocation=" << d << "/state\nSlurmdSpoolDir=" << d << "/spool\n"
+         << "SlurmctldPidFile=" << d << "/slurmctld.pid\nSlurmdPidFile=" << d << "/slurmd.pid\n"
+         << "SlurmctldLogFile=" << d << "/slurmctld.log\nSlurmdLogFile=" << d << "/slurmd.log\n"
+         << "ProctrackType=proctrack/pgid\nTaskPlugin=task/none\nSelectType=select/cons_tres\n"
+         << "SelectTypeParameters=CR_CPU\nSlurmdParameters=config_overrides\nReturnToService=2\n"
+         << "MpiDefault=none\nSwitchType=switch/none\nJobAcctGatherType=jobacct_gather/none\n"
+         << "AccountingStorageType=accounting_storage/none\n"
+         << "NodeName=" << h << " NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n"
+         << "PartitionName=debug Nodes=" << h << " Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE\n";
+    conf.close();
+    env_ = "SLURM_CONF=" + (dir_ / "slurm.conf").string();
+    ctld_ = spawn({"/usr/sbin/slurmctld", "-D", "-i"}, {env_}, dir_ / "slurmctld.out");
+    slurmd_ = spawn({"/usr/sbin/slurmd", "-D"}, {env_}, dir_ / "slurmd.out");
+    for (int i = 0; i < 100; ++i) {  // up to 20 s for the node to report in
+      if (run_command(env_ + " /usr/bin/sinfo -h -o %t").output.find("idle") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    why_not_ = "the local Slurm did not come up within 20 s: " + run_command(env_ + " /usr/bin/sinfo").output +
+               read_file(dir_ / "slurmctld.log") + read_file(dir_ / "slurmd.log");
+  }
+  ~LocalSlurm() {
+    for (pid_t pid : {slurmd_.pid, ctld_.pid}) {
+      if (pid <= 0) continue;
+      ::kill(pid, SIGTERM);
+      if (!wait_exit(pid, std::chrono::seconds(10))) ADD_FAILURE() << "a Slurm daemon ignored SIGTERM";
+    }
+  }
+  const std::string& why_not() const { return why_not_; }
+  /// `srun ARGS` against this Slurm.
+  RunResult srun(const std::string& args) const { return run_command(env_ + " /usr/bin/srun " + args); }
+
+ private:
+  fs::path dir_;
+  std::string env_;
+  std::string why_not_;
+  Child ctld_, slurmd_;
+};
+
+// Under srun the ranks take everything from SLURM_*: rank, world, local rank, the step's
+// first host as MASTER_ADDR and a port from the job id (no launcher of ember's own).
+TEST_F(RnnDpLaunchers, SrunTwoRanksAndThreeOnOneNodeFollowTheSingleProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+  LocalSlurm slurm(dir_ / "slurm");
+  if (!slurm.why_not().empty()) GTEST_SKIP() << slurm.why_not();
+  for (const std::string& how : {std::string("-n 2"), std::string("-N1 -n 3")}) {
+    SCOPED_TRACE("srun " + how);
+    const int world = how == "-n 2" ? 2 : 3;
+    const std::string batch = world == 2 ? "--batch-size 64" : "--batch-size 48";
+    const std::string name = "srun" + std::to_string(world);
+    RunResult r = slurm.srun(how + " --kill-on-bad-exit=1 env -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE " +
+                             RNN_DP_BINARY + " --ddp " + files(name) + " " + kSmall + " --epochs 2 " + batch);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (int rank = 0; rank < world; ++rank)
+      EXPECT_NE(r.output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)),
+                std::string::npos)
+          << r.output;
+    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
+              std::string::npos)
+        << r.output;
+    RunResult s = rnn_dp("single" + std::to_string(world), kSmall + " --epochs 2 --single-device " + batch);
+    ASSERT_EQ(s.exit_code, 0) << s.output;
+    expect_same_parameters(last(name), last("single" + std::to_string(world)), 1e-5);
+  }
+  // ember-run inside the allocation, one per node, as the README shows it.
+  RunResult r = slurm.srun(std::string("-N1 -n1 sh -c '") + EMBER_RUN_BINARY +
+                           " --nnodes $SLURM_NNODES --node-rank $SLURM_NODEID --nproc-per-node 2 " + RNN_DP_BINARY +
+                           " --ddp " + files("ember-run-in-srun") + " " + kSmall + " --epochs 1'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[rank 1]: rnn_dp: rank 1 of 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[rank 0]: epoch=1 "), std::string::npos) << r.output;
+}
+
 }  // namespace

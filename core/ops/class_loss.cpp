@@ -14,10 +14,12 @@ namespace ember::native {
 // the trailing dims d1...; 1 for [N, C]) and the target as [N * S]. On CPU in float32/float64
 // nn's one autograd node calls class_loss_forward, which does log_softmax + gather + weighting + reduction forward, and backward rebuilds
 // softmax from the saved per-row log-sum-exp instead of saving a [N, C] log-probability tensor.
-// Sums are in double and run serially in row order, so results do not depend on the thread
-// count; float32 rows with the class dim innermost compute softmax terms in float with a
-// vectorizable exp (exp_approx, Note [Fast exp] in core/kernels/cpu/vec_math.h), everything else in double. Per element (t the target, w[t] its weight, W_C = sum_c w_c, ls the label
-// smoothing, lse the row's log-sum-exp):
+// The loss sums are in double and run serially in row order, so results do not depend on the
+// thread count. float32 rows with the class dim innermost take the row maximum and the sum of
+// exp(x - max) in float vector lanes (core/kernels/cpu/softmax_rows.h; exp_approx, Note [Fast
+// exp] in core/kernels/cpu/vec_math.h), then the log-sum-exp in double; everything else is in
+// double. Per element (t the target, w[t] its weight, W_C = sum_c w_c, ls the label smoothing,
+// lse the row's log-sum-exp):
 //   l    = (1 - ls) * w[t] * (lse - x_t) + ls / C * sum_c w_c * (lse - x_c)
 //   dl/dx_c = (1 - ls) * w[t] * (p_c - [c == t]) + ls / C * (W_C * p_c - w_c)
 // and 'mean' divides the sum over non-ignored elements by sum w[t] over them, which is

@@ -42,7 +42,12 @@ void scale_all_(const std::vector<Tensor>& tensors, double scale) {
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     Tensor h = t;
-    mul_(h, scale);
+    if (h.device().is_cpu() && h.is_contiguous() && (h.dtype() == kFloat32 || h.dtype() == kFloat64)) {
+      kernels::cpu::scale_inplace(h.dtype(), h.raw_data(), h.numel(), scale);
+      h.bump_version();
+    } else {
+      mul_(h, scale);
+    }
   }
 }
 

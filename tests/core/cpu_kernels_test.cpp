@@ -194,6 +194,24 @@ TEST(CpuKernels, TotalNormDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(one, three);
 }
 
+TEST(CpuKernels, ScaleAllEqualsMulBitForBitAndBumpsVersions) {
+  for (CpuIsa isa : supported_isas()) {
+    ScopedCpuIsa scoped(isa);
+    Tensor a = from_vector<float>(random_floats(300001, 4u, -5.0f, 5.0f), {300001});
+    Tensor m = native::t(from_vector<float>(random_floats(12, 6u, -1.0f, 1.0f), {3, 4}));  // strided
+    Tensor d = native::to(a, kFloat64);
+    std::vector<float> want = native::mul(a, 0.37).to_vector<float>();
+    std::vector<float> want_m = native::mul(m, 0.37).to_vector<float>();
+    std::vector<double> want_d = native::mul(d, 0.37).to_vector<double>();
+    const auto v0 = a.version();
+    native::scale_all_({a, m, d, Tensor()}, 0.37);
+    EXPECT_EQ(a.to_vector<float>(), want) << kernels::cpu::isa_name(isa);
+    EXPECT_EQ(m.to_vector<float>(), want_m);
+    EXPECT_EQ(d.to_vector<double>(), want_d);
+    EXPECT_GT(a.version(), v0);
+  }
+}
+
 TEST(CpuKernels, IsaCapFollowsScopedCpuIsa) {
   const CpuIsa before = kernels::cpu::cpu_isa();
   {

@@ -6,100 +6,107 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/kernels/cpu/isa.h"
+#include "core/kernels/cpu/softmax_rows.h"
 #include "core/kernels/cpu/vec_math.h"
 #include "core/thread_pool.h"
 
 namespace ember::kernels::cpu {
 namespace {
 
-// float32 rows of class dim contiguous (S == 1): the hot layout ([N, C] logits). Softmax terms
-// in float (as PyTorch), sums and the loss in double.
-void cross_entropy_forward_rows_f32(const float* x, ClassLossRows& s, double* loss, double wc_sum) {
-  const int64_t N = s.N, C = s.C;
+// float32 rows of class dim contiguous (S == 1): the hot layout ([N, C] logits). Row maximum and
+// sum of exponentials in float vector lanes (softmax_rows.h), the log-sum-exp, the loss and the
+// reductions in double. Bodies for rows [nb, ne); the ISA variants are defined below.
+template <int W>
+EMBER_CPU_INLINE void ce_forward_rows(const float* x, const ClassLossRows& s, double* loss, double wc_sum, int64_t nb,
+                                      int64_t ne) {
+  const int64_t C = s.C;
   const bool has_w = s.weight != nullptr;
   const double ls = s.label_smoothing;
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C, 1)), [&](int64_t nb, int64_t ne) {
-    std::vector<float> buf(static_cast<size_t>(C));
-    for (int64_t n = nb; n < ne; ++n) {
-      const size_t r = static_cast<size_t>(n);
-      const int64_t t = s.target[r];
-      if (t == s.ignore_index) {
-        loss[r] = 0.0;
-        s.lse[r] = 0.0;
-        continue;
-      }
-      const float* row = x + n * C;
-      float m0 = row[0], m1 = row[0], m2 = row[0], m3 = row[0];
-      int64_t k = 0;
-      for (; k + 4 <= C; k += 4) {
-        m0 = row[k] > m0 ? row[k] : m0;
-        m1 = row[k + 1] > m1 ? row[k + 1] : m1;
-        m2 = row[k + 2] > m2 ? row[k + 2] : m2;
-        m3 = row[k + 3] > m3 ? row[k + 3] : m3;
-      }
-      for (; k < C; ++k) m0 = row[k] > m0 ? row[k] : m0;
-      m0 = m1 > m0 ? m1 : m0;
-      m2 = m3 > m2 ? m3 : m2;
-      const float m = m2 > m0 ? m2 : m0;
-      for (int64_t c = 0; c < C; ++c) buf[static_cast<size_t>(c)] = exp_approx(row[c] - m);
-      double se0 = 0, se1 = 0, se2 = 0, se3 = 0;
-      int64_t c = 0;
-      for (; c + 4 <= C; c += 4) {
-        se0 += buf[static_cast<size_t>(c)];
-        se1 += buf[static_cast<size_t>(c + 1)];
-        se2 += buf[static_cast<size_t>(c + 2)];
-        se3 += buf[static_cast<size_t>(c + 3)];
-      }
-      for (; c < C; ++c) se0 += buf[static_cast<size_t>(c)];
-      const double lse = static_cast<double>(m) + std::log((se0 + se1) + (se2 + se3));
-      s.lse[r] = lse;
-      const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-      double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t]));
-      if (ls > 0.0) {
-        double wx = 0.0;
-        for (int64_t k = 0; k < C; ++k) {
-          wx += (has_w ? s.weight[static_cast<size_t>(k)] : 1.0) * static_cast<double>(row[k]);
-        }
-        l += ls / static_cast<double>(C) * (wc_sum * lse - wx);
-      }
-      loss[r] = l;
+  for (int64_t n = nb; n < ne; ++n) {
+    const size_t r = static_cast<size_t>(n);
+    const int64_t t = s.target[r];
+    if (t == s.ignore_index) {
+      loss[r] = 0.0;
+      s.lse[r] = 0.0;
+      continue;
     }
-  });
+    const float* row = x + n * C;
+    const float m = row_max<W>(row, C);
+    const double lse = static_cast<double>(m) + std::log(static_cast<double>(row_sum_exp<W>(row, nullptr, C, m)));
+    s.lse[r] = lse;
+    const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
+    double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t]));
+    if (ls > 0.0) {
+      double wx = 0.0;
+      for (int64_t k = 0; k < C; ++k) {
+        wx += (has_w ? s.weight[static_cast<size_t>(k)] : 1.0) * static_cast<double>(row[k]);
+      }
+      l += ls / static_cast<double>(C) * (wc_sum * lse - wx);
+    }
+    loss[r] = l;
+  }
+}
+
+template <int W>
+EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossRows& s, const float* g_elem, double g_scalar,
+                                       float* gx, double wc_sum, const float* wf, int64_t nb, int64_t ne) {
+  const int64_t C = s.C;
+  const bool has_w = s.weight != nullptr;
+  const double ls = s.label_smoothing;
+  for (int64_t n = nb; n < ne; ++n) {
+    const size_t r = static_cast<size_t>(n);
+    const int64_t t = s.target[r];
+    float* out = gx + n * C;
+    if (t == s.ignore_index) {
+      for (int64_t c = 0; c < C; ++c) out[c] = 0.0f;
+      continue;
+    }
+    const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
+    const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
+    // d_c = scale * ((1 - ls) w[t] (p_c - [c == t]) + ls / C (W_C p_c - w_c))
+    //     = coef * p_c - smooth * w_c, then the target's -scale (1 - ls) w[t].
+    const double sa = scale * (1.0 - ls) * wt, sb = scale * ls / static_cast<double>(C);
+    const float coef = static_cast<float>(sa + sb * wc_sum), smooth = static_cast<float>(sb);
+    const float lse = static_cast<float>(s.lse[r]);
+    const float* row = x + n * C;
+    if (ls > 0.0 && has_w) {
+      for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse) - smooth * wf[c];
+    } else if (ls > 0.0) {
+      for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse) - smooth;
+    } else {
+      for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse);
+    }
+    out[t] -= static_cast<float>(sa);
+  }
+}
+
+}  // namespace
+
+EMBER_CPU_ISA_VARIANTS(void, ce_forward_rows_f32,
+                       (const float* x, const ClassLossRows& s, double* loss, double wc_sum, int64_t nb, int64_t ne),
+                       (x, s, loss, wc_sum, nb, ne), ce_forward_rows<kW>(x, s, loss, wc_sum, nb, ne))
+EMBER_CPU_ISA_VARIANTS(void, ce_backward_rows_f32,
+                       (const float* x, const ClassLossRows& s, const float* g_elem, double g_scalar, float* gx,
+                        double wc_sum, const float* wf, int64_t nb, int64_t ne),
+                       (x, s, g_elem, g_scalar, gx, wc_sum, wf, nb, ne),
+                       ce_backward_rows<kW>(x, s, g_elem, g_scalar, gx, wc_sum, wf, nb, ne))
+
+namespace {
+
+constexpr int64_t kGrainElements = 16384;
+
+void cross_entropy_forward_rows_f32(const float* x, ClassLossRows& s, double* loss, double wc_sum) {
+  parallel_for(0, s.N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(s.C, 1)),
+               [&](int64_t nb, int64_t ne) { ce_forward_rows_f32(x, s, loss, wc_sum, nb, ne); });
 }
 
 void cross_entropy_backward_rows_f32(const float* x, const ClassLossRows& s, const float* g_elem, double g_scalar,
                                      float* gx, double wc_sum) {
-  const int64_t N = s.N, C = s.C;
-  const bool has_w = s.weight != nullptr;
-  const double ls = s.label_smoothing;
-  std::vector<float> wf(has_w ? static_cast<size_t>(C) : 0);
+  std::vector<float> wf(s.weight != nullptr ? static_cast<size_t>(s.C) : 0);
   for (size_t c = 0; c < wf.size(); ++c) wf[c] = static_cast<float>(s.weight[c]);
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C, 1)), [&](int64_t nb, int64_t ne) {
-    for (int64_t n = nb; n < ne; ++n) {
-      const size_t r = static_cast<size_t>(n);
-      const int64_t t = s.target[r];
-      float* out = gx + n * C;
-      if (t == s.ignore_index) {
-        for (int64_t c = 0; c < C; ++c) out[c] = 0.0f;
-        continue;
-      }
-      const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
-      const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-      // d_c = scale * ((1 - ls) w[t] (p_c - [c == t]) + ls / C (W_C p_c - w_c))
-      //     = coef * p_c - smooth * w_c, then the target's -scale (1 - ls) w[t].
-      const double sa = scale * (1.0 - ls) * wt, sb = scale * ls / static_cast<double>(C);
-      const float coef = static_cast<float>(sa + sb * wc_sum), smooth = static_cast<float>(sb);
-      const float lse = static_cast<float>(s.lse[r]);
-      const float* row = x + n * C;
-      if (ls > 0.0 && has_w) {
-        for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse) - smooth * wf[static_cast<size_t>(c)];
-      } else if (ls > 0.0) {
-        for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse) - smooth;
-      } else {
-        for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse);
-      }
-      out[t] -= static_cast<float>(sa);
-    }
+  parallel_for(0, s.N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(s.C, 1)), [&](int64_t nb, int64_t ne) {
+    ce_backward_rows_f32(x, s, g_elem, g_scalar, gx, wc_sum, wf.data(), nb, ne);
   });
 }
 

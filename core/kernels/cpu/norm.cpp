@@ -51,8 +51,18 @@ double generic_partial(const T* x, int64_t n, double p) {
   return s;
 }
 
+template <int W>
+EMBER_CPU_INLINE void scale_rows(float* x, int64_t n, float scale) {
+  using V = vfloat<W>;
+  const V sv = splat<V>(scale);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) store(x + i, load<V>(x + i) * sv);
+  for (; i < n; ++i) x[i] *= scale;
+}
+
 }  // namespace
 
+EMBER_CPU_ISA_VARIANTS(void, scale_f32, (float* x, int64_t n, float scale), (x, n, scale), scale_rows<kW>(x, n, scale))
 EMBER_CPU_ISA_VARIANTS(double, sum_squares_f32, (const float* x, int64_t n), (x, n), return sum_squares<kW>(x, n))
 
 void norm_partials(DType dtype, const void* x, int64_t n, double p, double* out) {
@@ -68,6 +78,18 @@ void norm_partials(DType dtype, const void* x, int64_t n, double p, double* out)
         EMBER_INTERNAL_ASSERT(dtype == kFloat64, "norm_partials: dtype ", dtype);
         out[c] = generic_partial(static_cast<const double*>(x) + b, len, p);
       }
+    }
+  });
+}
+
+void scale_inplace(DType dtype, void* x, int64_t n, double scale) {
+  parallel_for(0, n, 4 * kNormChunk, [&](int64_t b, int64_t e) {
+    if (dtype == kFloat32) {
+      scale_f32(static_cast<float*>(x) + b, e - b, static_cast<float>(scale));
+    } else {
+      EMBER_INTERNAL_ASSERT(dtype == kFloat64, "scale_inplace: dtype ", dtype);
+      double* p = static_cast<double*>(x);
+      for (int64_t i = b; i < e; ++i) p[i] *= scale;
     }
   });
 }

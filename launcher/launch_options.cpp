@@ -30,7 +30,7 @@ std::string normalize(std::string name) {
 std::string usage_text() {
   return "usage: ember-run [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A "
          "--master-port P]\n"
-         "                 [--max-restarts K] [--log-dir D] [--monitor-interval-ms MS]\n"
+         "                 [--local-addr A] [--max-restarts K] [--log-dir D] [--monitor-interval-ms MS]\n"
          "                 [--stop-timeout-ms MS] [--cpu-bind auto|none] program [args...]\n"
          "\n"
          "Starts N worker processes of `program` on this node (rank = node_rank * N + local_rank),\n"
@@ -40,7 +40,10 @@ std::string usage_text() {
          "prefixes every output line with \"[rank N]: \", and when a worker fails\n"
          "stops the others and restarts the group up to K times. Exits with the failing worker's\n"
          "code (128 + signal for a signal). With --nnodes > 1, export the same EMBER_STORE_TOKEN on\n"
-         "every node and give --master-port. --cpu-bind auto (the default, as mpirun's --bind-to core)\n"
+         "every node and give --master-port; --local-addr tells the workers this node's address\n"
+         "(EMBER_TCP_HOST). Restarts are rounds counted in node 0's store: a failure on any node\n"
+         "moves every node to the next round, and a node (re)started late joins the current one.\n"
+         "--cpu-bind auto (the default, as mpirun's --bind-to core)\n"
          "runs each local rank on its own block of the CPUs ember-run may use, when there are at least\n"
          "as many as ranks; none leaves the workers unbound.\n";
 }
@@ -57,6 +60,10 @@ LaunchOptions parse_launch_options(int argc, const char* const* argv) {
          o.master_addr = v;
        }},
       {"master-port", [&](auto& f, auto& v) { o.master_port = int(parse_int(f, v, 0, 65535)); }},
+      {"local-addr", [&](auto& f, auto& v) {
+         if (v.empty()) throw UsageError("--" + f + " must not be empty");
+         o.local_addr = v;
+       }},
       {"max-restarts", [&](auto& f, auto& v) { o.max_restarts = int(parse_int(f, v, 0, 1000000)); }},
       {"log-dir", [&](auto& f, auto& v) {
          if (v.empty()) throw UsageError("--" + f + " must not be empty");

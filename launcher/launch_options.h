@@ -16,6 +16,9 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 0;  // 0: pick a free one (single node only)
+  /// This node's address for the other ranks (torchrun's --local-addr); workers get it as
+  /// EMBER_TCP_HOST. Empty: each worker finds its address on the route to master_addr.
+  std::string local_addr;
   int max_restarts = 0;
   std::string log_dir;  // empty: no log files
   int64_t monitor_interval_ms = 100;

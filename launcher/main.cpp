@@ -4,10 +4,18 @@
 // failing worker's code (128 + signal if it was killed), 128 + signal when ember-run itself
 // was interrupted, 2 for usage errors, 1 when the launcher itself fails, 127 when the
 // program cannot be executed.
+//
+// Note [Restart rounds]
 // Restarts are decided per node: there is no rendezvous between the ember-run agents of
-// different nodes (torchrun's elastic agent has one). With --nnodes > 1, node 0 replaces
-// its store on every restart; workers on other nodes lose it, fail, and their agent
-// restarts them with the same MASTER_PORT, so keep --max-restarts equal on all nodes.
+// different nodes (torchrun's elastic agent has one). Node 0 starts a fresh store for every
+// attempt and writes its round there ("ember-run/round", and "ember-run/round/<r>"); ranks
+// take their round from it (init_process_group, see init.h), so a restarted group's
+// rendezvous never reads the last round's keys, and a node started late (a replacement for
+// one whose ember-run died) joins the current round. A failure anywhere reaches every node:
+// the failed ranks' peers get a DistributedError in their next collective. After a failure
+// a node other than 0 waits (reconnecting while node 0 replaces its store) until node 0 has
+// started the next round before it restarts its workers, so it never restarts into the old
+// store. Keep --max-restarts equal on all nodes.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +27,9 @@
 #include <iostream>
 #include <memory>
 #include <random>
+#include <thread>
+
+#include "core/error.h"
 
 #include "launcher/guardian.h"
 #include "launcher/launch_options.h"
@@ -64,6 +75,45 @@ std::unique_ptr<TCPStoreServer> start_store(const LaunchOptions& o, int port, co
   }
 }
 
+constexpr const char* kRoundKey = "ember-run/round";
+
+// Node 0: writes the attempt's round into its new store.
+void publish_round(const LaunchOptions& o, int port, const std::string& token, int round) {
+  ember::parallel::TCPStoreOptions co;
+  co.token = token;
+  co.timeout_ms = 10'000;
+  ember::parallel::TCPStore client(o.nnodes == 1 ? "127.0.0.1" : o.master_addr, static_cast<uint16_t>(port), co);
+  client.set(kRoundKey, std::to_string(round));
+  client.set(std::string(kRoundKey) + "/" + std::to_string(round), std::string("1"));
+}
+
+// Other nodes, after a failure: waits until node 0's store says round `round` has begun,
+// reconnecting while node 0 replaces the store. Throws DistributedError after timeout_ms.
+void wait_for_round(const LaunchOptions& o, const std::string& token, int round, int64_t timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const std::string key = std::string(kRoundKey) + "/" + std::to_string(round);
+  std::string last_error;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    try {
+      ember::parallel::TCPStoreOptions co;
+      co.token = token;
+      co.timeout_ms = std::max<int64_t>(left, 1);
+      ember::parallel::TCPStore client(o.master_addr, static_cast<uint16_t>(o.master_port), co);
+      client.wait({key}, std::max<int64_t>(left, 1));
+      return;
+    } catch (const ember::DistributedError& e) {  // the old store went away: try the new one
+      last_error = e.what();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } catch (const ember::TimeoutError& e) {
+      last_error = e.what();
+      break;
+    }
+  }
+  throw ember::DistributedError("node 0 did not start round " + std::to_string(round) + " within " +
+                                std::to_string(timeout_ms) + " ms (" + last_error + ")");
+}
+
 int run(const LaunchOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
   // First of all: it must be forked while nothing else exists, and destroyed last, after
@@ -99,6 +149,9 @@ int run(const LaunchOptions& o) {
       store = start_store(o, port, token, /*may_pick_another_port=*/o.nnodes == 1 && attempt > 0 &&
                                               o.master_port == 0);
       port = store->port();
+      publish_round(o, port, token, attempt);
+    } else if (attempt > 0) {
+      wait_for_round(o, token, attempt, 120'000);
     }
     group.start(GroupEnv{o.master_addr, port, token, attempt});
     const GroupResult r = group.monitor();

@@ -149,6 +149,10 @@ std::vector<std::string> WorkerGroup::worker_environment(const Worker& w, const 
   // even rank 0) may start its own server there; torchrun says so with the same variable.
   put("TORCHELASTIC_USE_AGENT_STORE", "True");
   put("EMBER_USE_AGENT_STORE", "1");
+  if (!options_.local_addr.empty()) {  // --local-addr replaces an inherited EMBER_TCP_HOST
+    std::erase_if(out, [](const std::string& e) { return e.rfind("EMBER_TCP_HOST=", 0) == 0; });
+    put("EMBER_TCP_HOST", options_.local_addr);
+  }
   return out;
 }
 

@@ -24,6 +24,9 @@ namespace ember::parallel {
 
 namespace {
 
+// Where ember-run keeps the job's restart round (launcher/main.cpp).
+const std::string kLauncherRoundKey = "ember-run/round";
+
 std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_default;  // guarded by g_mutex
 
@@ -201,7 +204,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
 #endif
     if (!pg) {
       base = make_store(options, rank, world_size, env);
-      const std::string prefix = "ember_pg/" + options.group_name + "/" + std::to_string(env.restart_count);
+      // ember-run's node 0 writes the job's round in its store (Note [Restart rounds] in
+      // launcher/main.cpp): a rank of a node started late takes it from there.
+      int64_t round = env.restart_count;
+      if (env.launcher_store && !env.torch_store && base->check({kLauncherRoundKey}))
+        round = detail::parse_counter(kLauncherRoundKey, base->get(kLauncherRoundKey));
+      const std::string prefix = "ember_pg/" + options.group_name + "/" + std::to_string(round);
       // This rank's k-th group on this store pairs with every other rank's k-th.
       const int64_t generation = base->add(prefix + "/inits/" + std::to_string(rank), 1);
       auto store = std::make_shared<PrefixStore>(prefix + "/" + std::to_string(generation), base);

@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using rnn_dp_test::Child;
+using rnn_dp_test::Clock;
 using rnn_dp_test::expect_same_parameters;
 using rnn_dp_test::free_port;
 using rnn_dp_test::kDictDir;
@@ -231,6 +232,86 @@ TEST_F(RnnDpLaunchers, SrunTwoRanksAndThreeOnOneNodeFollowTheSingleProcess) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("[rank 1]: rnn_dp: rank 1 of 2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[rank 0]: epoch=1 "), std::string::npos) << r.output;
+}
+
+// ---- several nodes --------------------------------------------------------------------------
+
+// Two ember-run "nodes" on one machine, each with its own loopback address (127.0.0.2 hosts
+// the store and rank 0; 127.0.0.3 is node 1, its rank reached there through --local-addr).
+class TwoNodes {
+ public:
+  TwoNodes(const fs::path& dir, std::string token) : dir_(dir), port_(free_port()), token_(std::move(token)) {}
+  // Node `n`'s ember-run running rnn_dp --ddp with `args`, logging to node<n>-<tag>.log.
+  Child start(int n, const std::string& tag, const std::string& launcher_args, const std::string& args) const {
+    const std::string addr = n == 0 ? "127.0.0.2" : "127.0.0.3";
+    auto argv = words(std::string(EMBER_RUN_BINARY) + " --nnodes 2 --node-rank " + std::to_string(n) +
+                      " --nproc-per-node 1 --master-addr 127.0.0.2 --master-port " + std::to_string(port_) +
+                      " --local-addr " + addr + " " + launcher_args + " " + RNN_DP_BINARY + " --ddp " + args);
+    return spawn(argv, {"EMBER_STORE_TOKEN=" + token_}, dir_ / ("node" + std::to_string(n) + "-" + tag + ".log"));
+  }
+
+ private:
+  fs::path dir_;
+  int port_;
+  std::string token_;
+};
+
+TEST_F(RnnDpLaunchers, TwoEmberRunNodesOnLoopbackAddressesFollowTheSingleProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+  TwoNodes nodes(dir_, "two-nodes-token");
+  const std::string args = files("nodes") + " " + kSmall + " --epochs 2 --batch-size 64";
+  Child n1 = nodes.start(1, "run", "", args);  // the later node may well start first
+  Child n0 = nodes.start(0, "run", "", args);
+  const auto s0 = wait_exit(n0.pid, std::chrono::seconds(120));
+  const auto s1 = wait_exit(n1.pid, std::chrono::seconds(30));
+  const std::string out = read_file(n0.log) + read_file(n1.log);
+  ASSERT_TRUE(s0 && WIFEXITED(*s0) && WEXITSTATUS(*s0) == 0) << out;
+  ASSERT_TRUE(s1 && WIFEXITED(*s1) && WEXITSTATUS(*s1) == 0) << out;
+  EXPECT_NE(out.find("[rank 1]: rnn_dp: rank 1 of 2 (local rank 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("DistributedDataParallel over 2 ranks (tcp backend)"), std::string::npos) << out;
+  RunResult s = rnn_dp("single", kSmall + " --epochs 2 --single-device --batch-size 64");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  expect_same_parameters(last("nodes"), last("single"), 1e-5);
+}
+
+// Node 1's ember-run is SIGKILLed in epoch 2: its rank dies with it (the guardian), node 0's
+// rank fails with a DistributedError naming rank 1 well within the 60 s timeout, and node 0's
+// ember-run (--max-restarts 1) starts round 1 in a fresh store. A replacement node 1 (as a
+// scheduler would start one) joins round 1, and the group resumes from the checkpoint.
+TEST_F(RnnDpLaunchers, LostNodeFailsTheOtherAndAReplacementJoinsTheRestart) {
+  SKIP_WITHOUT_WORD_LISTS();
+  TwoNodes nodes(dir_, "lost-node-token");
+  const std::string args = "--resume " + files("lost") + " " + kLong;
+  Child n0 = nodes.start(0, "first", "--max-restarts 1", args);
+  Child n1 = nodes.start(1, "first", "--max-restarts 1", args);
+  if (!wait_for(n0.log, std::regex(R"(\[rank 0\]: epoch=1 )"), std::chrono::seconds(120))) {
+    wait_exit(n0.pid, std::chrono::seconds(0));
+    wait_exit(n1.pid, std::chrono::seconds(0));
+    FAIL() << "the job never finished epoch 1:\n" << read_file(n0.log) << read_file(n1.log);
+  }
+  ASSERT_EQ(::kill(n1.pid, SIGKILL), 0);
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(wait_exit(n1.pid, std::chrono::seconds(10)).has_value());
+  const auto noticed = wait_for(n0.log, std::regex("restarting the worker group \\(restart 1 of 1\\)"),
+                                std::chrono::seconds(60));
+  ASSERT_TRUE(noticed) << read_file(n0.log);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0) << "noticed only at the timeout";
+  const std::string before = read_file(n0.log);
+  EXPECT_NE(before.find("[rank 0]: rnn_dp: error: DistributedError: "), std::string::npos) << before;
+  EXPECT_NE(before.find("rank 1"), std::string::npos) << before;
+
+  Child replacement = nodes.start(1, "replacement", "--max-restarts 1", args);
+  const auto s0 = wait_exit(n0.pid, std::chrono::seconds(240));
+  const auto s1 = wait_exit(replacement.pid, std::chrono::seconds(30));
+  const std::string out0 = read_file(n0.log), out1 = read_file(replacement.log);
+  ASSERT_TRUE(s0 && WIFEXITED(*s0) && WEXITSTATUS(*s0) == 0) << out0 << out1;
+  ASSERT_TRUE(s1 && WIFEXITED(*s1) && WEXITSTATUS(*s1) == 0) << out0 << out1;
+  EXPECT_NE(out0.find("tcp backend, restart 1"), std::string::npos) << out0;
+  EXPECT_NE(out1.find("[rank 1]: rnn_dp: rank 1 of 2"), std::string::npos) << out1;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out0, m, std::regex(R"(resumed from \S+ \(epoch (\d) done\))"))) << out0;
+  EXPECT_GE(std::stoi(m[1].str()), 1) << out0;
+  EXPECT_NE(out0.find("[rank 0]: " + kLastEpoch), std::string::npos) << out0;
 }
 
 }  // namespace

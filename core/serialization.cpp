@@ -45,11 +45,18 @@ namespace {
 //     trailing bytes (the reference implementation's InvalidOffset/MetadataIncompleteBuffer).
 // The loader then rejects bool data whose bytes are not 0 or 1 (a C++ bool must be one of those).
 // Unlike the reference implementation, a header may begin with JSON whitespace, and unknown
-// fields in a tensor entry are errors rather than ignored.
+// fields in a tensor entry are errors rather than ignored. Like it, a NUL byte anywhere in the
+// header is an error ({...}\0garbage once loaded): only spaces may pad the JSON.
+//
+// Parsing is linear in the header size: the JSON goes into nlohmann::json (std::map objects,
+// O(log n) insertion; an ordered_json's insertion is a linear search, which made 200k tensors
+// take 80 s), and the parser callback records the top-level keys in header order, which is what
+// orders 0-byte tensors that share an offset. The writer builds its header text directly.
 
 constexpr int kMaxJsonDepth = 16;  // ours need 3: header object, entry object, shape list
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::json;
+
 
 struct DTypeName {
   DType dtype;
@@ -130,48 +137,6 @@ size_t invalid_utf8_at(std::string_view s) {
 #define ST_FAIL(source, ...) EMBER_THROW(ValueError, "safetensors file '", source, "': ", __VA_ARGS__)
 #define ST_FAIL_TENSOR(source, name, ...) \
   EMBER_THROW(ValueError, "safetensors file '", source, "': tensor '", name, "': ", __VA_ARGS__)
-
-Json parse_json(std::string_view text, const std::string& source) {
-  size_t bad = invalid_utf8_at(text);
-  if (bad != std::string_view::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
-    ST_FAIL(source, "header is not valid UTF-8 (bad byte ", byte, " at header offset ", bad, ")");
-  }
-  // Track the keys of every open object to reject duplicates (nlohmann would keep the last),
-  // and the nesting depth so hostile input cannot recurse deeply.
-  std::vector<std::set<std::string>> open_objects;
-  int depth = 0;
-  Json::parser_callback_t cb = [&](int, Json::parse_event_t event, Json& parsed) -> bool {
-    switch (event) {
-      case Json::parse_event_t::object_start:
-        open_objects.emplace_back();
-        [[fallthrough]];
-      case Json::parse_event_t::array_start:
-        if (++depth > kMaxJsonDepth) ST_FAIL(source, "header JSON is nested deeper than ", kMaxJsonDepth, " levels");
-        break;
-      case Json::parse_event_t::object_end:
-        if (!open_objects.empty()) open_objects.pop_back();
-        [[fallthrough]];
-      case Json::parse_event_t::array_end:
-        --depth;
-        break;
-      case Json::parse_event_t::key:
-        if (!open_objects.empty() && parsed.is_string() &&
-            !open_objects.back().insert(parsed.get<std::string>()).second)
-          ST_FAIL(source, "header has a duplicate key '", parsed.get<std::string>(), "'");
-        break;
-      case Json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const nlohmann::json::exception& e) {
-    ST_FAIL(source, "header is not valid JSON: ", e.what());
-  }
-}
 
 /// A JSON value as a non-negative integer that fits `max`; false otherwise.
 bool as_count(const Json& v, uint64_t max, uint64_t* out) {
@@ -292,6 +257,139 @@ void check_coverage(std::vector<SafetensorsEntry>& entries, uint64_t buffer_num_
             ": a gap of ", buffer_num_bytes - covered, " trailing bytes (incomplete metadata)");
 }
 
+// ---- the header parser ---------------------------------------------------------------------
+
+// Parses the header in one pass over the parser's events. Only one top-level value at a time
+// is built as a JSON value (a tensor entry or __metadata__, a few nodes) and validated at once;
+// the top-level object itself is never built. nlohmann's callback parser rescanned the parent
+// object at every object end, and an ordered_json object searches linearly on insertion: both
+// quadratic in the number of tensors. Rejects a duplicate key in any object (nlohmann would
+// keep the last) and nesting deeper than kMaxJsonDepth. Entries come out in header order.
+class HeaderSax : public nlohmann::json_sax<Json> {
+ public:
+  HeaderSax(const std::string& source, uint64_t buffer_num_bytes, SafetensorsHeader* out)
+      : source_(source), buffer_num_bytes_(buffer_num_bytes), out_(out) {}
+
+  bool null() override { return put(Json(nullptr)); }
+  bool boolean(bool v) override { return put(Json(v)); }
+  bool number_integer(number_integer_t v) override { return put(Json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return put(Json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return put(Json(v)); }
+  bool string(string_t& v) override { return put(Json(std::move(v))); }
+  bool binary(binary_t&) override { ST_FAIL(source_, "header is not valid JSON: binary value"); }
+  bool start_object(std::size_t) override {
+    if (!root_started_ && open_.empty()) {  // the header object itself: never built
+      root_started_ = in_root_ = true;
+      return true;
+    }
+    return open(Json::object());
+  }
+  bool end_object() override {
+    if (open_.empty()) {  // the header object closes
+      in_root_ = false;
+      return true;
+    }
+    return close();
+  }
+  bool start_array(std::size_t) override { return open(Json::array()); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    if (open_.empty()) {
+      name_ = std::move(k);  // duplicates among tensor names: see check_unique_names
+    } else {
+      if (open_.back()->contains(k)) ST_FAIL(source_, "header has a duplicate key '", k, "'");
+      key_ = std::move(k);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    ST_FAIL(source_, "header is not valid JSON: ", e.what());
+  }
+
+ private:
+  // Places `v` where the parser is: a top-level value, the next array element, or key_'s value.
+  Json* place(Json&& v) {
+    if (open_.empty()) {
+      value_ = std::move(v);
+      return &value_;
+    }
+    Json& parent = *open_.back();
+    if (parent.is_array()) {
+      parent.push_back(std::move(v));
+      return &parent.back();
+    }
+    return &(parent[key_] = std::move(v));
+  }
+  bool put(Json&& v) {
+    place(std::move(v));
+    if (open_.empty()) finish_value();
+    return true;
+  }
+  bool open(Json&& container) {
+    if (static_cast<int>(open_.size()) + (in_root_ ? 1 : 0) >= kMaxJsonDepth)
+      ST_FAIL(source_, "header JSON is nested deeper than ", kMaxJsonDepth, " levels");
+    open_.push_back(place(std::move(container)));  // stable: a parent grows only after this closes
+    return true;
+  }
+  bool close() {
+    open_.pop_back();
+    if (open_.empty()) finish_value();
+    return true;
+  }
+  // A top-level value is complete: validate it (or reject a header that is not an object).
+  void finish_value() {
+    if (!in_root_) ST_FAIL(source_, "header is not a JSON object; found ", describe(value_));
+    if (name_ == "__metadata__") {
+      if (seen_metadata_) ST_FAIL(source_, "header has a duplicate key '__metadata__'");
+      seen_metadata_ = true;
+      out_->metadata = parse_metadata(value_, source_);
+    } else {
+      out_->entries.push_back(parse_entry(name_, value_, buffer_num_bytes_, source_));
+    }
+    value_ = Json();
+  }
+
+  const std::string& source_;
+  const uint64_t buffer_num_bytes_;
+  SafetensorsHeader* out_;
+  bool root_started_ = false;
+  bool in_root_ = false;                   // inside the header object
+  bool seen_metadata_ = false;
+  std::string name_;                       // the top-level key whose value is being read
+  Json value_;                             // that value
+  std::vector<Json*> open_;                // arrays and objects of value_ being filled, outermost first
+  std::string key_;                        // the key whose value comes next in open_.back()
+};
+
+// A duplicate top-level key: sorting names once is cheaper than a set grown key by key.
+void check_unique_names(const std::vector<SafetensorsEntry>& entries, const std::string& source) {
+  std::vector<std::string_view> names;
+  names.reserve(entries.size());
+  for (const auto& e : entries) names.push_back(e.name);
+  std::sort(names.begin(), names.end());
+  auto dup = std::adjacent_find(names.begin(), names.end());
+  if (dup != names.end()) ST_FAIL(source, "header has a duplicate key '", *dup, "'");
+}
+
+void parse_header_json(std::string_view text, const std::string& source, SafetensorsHeader* h) {
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos)
+    ST_FAIL(source, "header has a NUL byte at header offset ", nul, " (only spaces may follow the JSON)");
+  size_t bad = invalid_utf8_at(text);
+  if (bad != std::string_view::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    ST_FAIL(source, "header is not valid UTF-8 (bad byte ", byte, " at header offset ", bad, ")");
+  }
+  HeaderSax sax(source, h->buffer_num_bytes, h);
+  try {
+    Json::sax_parse(text.begin(), text.end(), &sax, nlohmann::json::input_format_t::json, /*strict=*/true,
+                    /*ignore_comments=*/false);
+  } catch (const nlohmann::json::exception& e) {
+    ST_FAIL(source, "header is not valid JSON: ", e.what());
+  }
+  check_unique_names(h->entries, source);
+}
+
 // ---- file helpers --------------------------------------------------------------------------
 
 struct Fd {
@@ -399,18 +497,10 @@ void create_temp(const std::string& path, TempFile* tmp) {
 SafetensorsHeader parse_safetensors_header(std::string_view header_json, uint64_t buffer_num_bytes,
                                            const std::string& source) {
   // See Note [Safetensors validation].
-  Json root = parse_json(header_json, source);
-  if (!root.is_object()) ST_FAIL(source, "header is not a JSON object; found ", describe(root));
   SafetensorsHeader h;
   h.header_num_bytes = header_json.size();
   h.buffer_num_bytes = buffer_num_bytes;
-  for (const auto& [key, value] : root.items()) {
-    if (key == "__metadata__") {
-      h.metadata = parse_metadata(value, source);
-    } else {
-      h.entries.push_back(parse_entry(key, value, buffer_num_bytes, source));
-    }
-  }
+  parse_header_json(header_json, source, &h);
   check_coverage(h.entries, buffer_num_bytes, source);
   return h;
 }
@@ -482,13 +572,14 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
 
   // 2. Contiguous host copies where needed, and the header.
+  // The header text is built directly, in the given order (linear time; Json::dump quotes names).
   std::vector<Tensor> host;
   host.reserve(tensors.size());
-  Json root = Json::object();
+  std::string header = "{";
   if (!metadata.empty()) {
     Json m = Json::object();
     for (const auto& [key, value] : metadata) m[key] = value;
-    root["__metadata__"] = std::move(m);
+    header += "\"__metadata__\":" + m.dump();
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
@@ -496,15 +587,20 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     if (!c.device().is_cpu()) c = native::to(c, Device::cpu());
     if (!c.is_contiguous()) c = native::contiguous(c);
     const uint64_t nbytes = c.nbytes();
-    Json entry = Json::object();
-    entry["dtype"] = st_dtype_name(c.dtype());
-    entry["shape"] = c.sizes();
-    entry["data_offsets"] = {offset, offset + nbytes};
-    root[name] = std::move(entry);
+    if (header.size() > 1) header += ',';
+    header += Json(name).dump();
+    header += ":{\"dtype\":\"";
+    header += st_dtype_name(c.dtype());
+    header += "\",\"shape\":[";
+    for (size_t d = 0; d < c.sizes().size(); ++d) {
+      if (d) header += ',';
+      header += std::to_string(c.sizes()[d]);
+    }
+    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + nbytes) + "]}";
     offset += nbytes;
     host.push_back(std::move(c));
   }
-  std::string header = root.dump();
+  header += '}';
   while (header.size() % 8 != 0) header.push_back(' ');
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));

@@ -74,7 +74,8 @@ class DataParallel : public nn::Module {
   }
 
   /// Argument k of a call is split along dims[k]; later arguments use dim. E.g. {1, 0} for
-  /// (padded_input [T x B x *], lengths [B]).
+  /// (padded_input [T x B x *], lengths [B]). A call with fewer arguments than entries throws
+  /// ValueError.
   DataParallel& scatter_dims(IntList dims) {
     scatter_dims_ = std::move(dims);
     return *this;
@@ -89,6 +90,9 @@ class DataParallel : public nn::Module {
   template <class... Args>
   auto forward(Args&&... args) {
     using R = std::remove_cvref_t<decltype(module_->forward(std::declval<std::remove_cvref_t<Args>&>()...))>;
+    EMBER_CHECK_T(ValueError, scatter_dims_.size() <= sizeof...(Args), "DataParallel: scatter_dims ", scatter_dims_,
+                  " has ", scatter_dims_.size(), " entries but forward got ", sizeof...(Args),
+                  " arguments (expected at most one scatter dim per argument)");
     detail::check_module_on_device(*module_, devices_[0]);
     if (devices_.size() == 1) return R(module_->forward(detail::to_device(std::forward<Args>(args), devices_[0])...));
     ScatterSpec spec{scatter_dims_, dim_, std::nullopt};

@@ -536,6 +536,17 @@ std::vector<Corrupt> corrupt_files() {
   c.push_back({"EmptyName", st_file("{" + f32_entry("", "[2]", "[0,8]") + "}", d8), "empty tensor name"});
   c.push_back({"DeepNesting", st_file("{\"a\":" + std::string(5000, '[') + std::string(5000, ']') + "}"),
                "nested deeper"});
+  // Issue 19, item 4: bytes after a NUL were ignored; the reference implementation rejects them.
+  const std::string nul(1, '\0');
+  std::string nul_then_garbage = "{}";
+  nul_then_garbage.append(nul).append("garbage");
+  c.push_back({"NulThenGarbage", st_file(nul_then_garbage), "NUL byte at header offset 2"});
+  std::string nul_padding = "{}";
+  nul_padding.append(6, '\0');
+  c.push_back({"NulPadding", st_file(nul_padding, "", false), "NUL byte"});
+  std::string nul_after_entry = "{" + f32_entry("w", "[2]", "[0,8]") + "}";
+  nul_after_entry.append(nul);
+  c.push_back({"NulAfterEntry", st_file(nul_after_entry, d8), "NUL byte"});
   c.push_back({"BoolByteNotZeroOrOne", st_file(R"({"b":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x02"),
                "expected 0 or 1"});
   return c;
@@ -592,6 +603,32 @@ TEST(Safetensors, AcceptsNullMetadataAndLeadingWhitespace) {
   EXPECT_TRUE(meta.empty());
   ASSERT_EQ(loaded.size(), 1u);
   EXPECT_EQ(bytes_of(loaded[0].second), bytes_of_values<int32_t>({7}));
+}
+
+TEST(Safetensors, TrailingSpacesAfterTheJsonAreAllowed) {
+  TempDir dir;
+  std::string path = dir.file("s.safetensors");
+  write_file(path, st_file(R"({"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})" + std::string(21, ' '),
+                           std::string("\x05\x00\x00\x00", 4), /*pad=*/false));
+  auto loaded = load_safetensors(path);
+  ASSERT_EQ(loaded.size(), 1u);
+  EXPECT_EQ(bytes_of(loaded[0].second), bytes_of_values<int32_t>({5}));
+}
+
+// Zero-byte tensors share an offset; among them the header's order is kept (not the key order).
+TEST(Safetensors, EmptyTensorsKeepHeaderOrderWithManyKeys) {
+  TempDir dir;
+  std::string path = dir.file("z.safetensors");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (int i = 0; i < 50; ++i) {
+    std::string name = "t";
+    name.append(std::to_string((i * 37) % 50));
+    tensors.emplace_back(std::move(name), zeros({0, 3}));
+  }
+  save_safetensors(path, tensors);
+  auto loaded = load_safetensors(path);
+  ASSERT_EQ(loaded.size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) EXPECT_EQ(loaded[i].first, tensors[i].first);
 }
 
 TEST(Safetensors, ReturnsTensorsInDataOffsetOrder) {

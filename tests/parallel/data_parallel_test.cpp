@@ -868,6 +868,26 @@ TEST(DataParallel, SingleDeviceIsAPassThrough) {
   EXPECT_EQ(dp(x1).device(), Device::cpu(0));
 }
 
+// Issue 19, item 8: more scatter dims than arguments was accepted silently.
+TEST(DataParallel, ScatterDimsWithMoreEntriesThanArgumentsIsValueError) {
+  auto m = std::make_shared<Affine>(3, 2);
+  DataParallel<Affine> dp(m, cpus(2));
+  dp.scatter_dims({0, 1});
+  try {
+    dp(seeded_randn({4, 3}, 21));
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("scatter_dims [0, 1] has 2 entries but forward got 1 arguments"),
+              std::string::npos)
+        << e.what();
+  }
+  DataParallel<Affine> one(m, {Device::cpu(0)});  // the single-device pass-through checks it too
+  one.scatter_dims({0, 0});
+  EXPECT_THROW(one(seeded_randn({4, 3}, 21)), ValueError);
+  dp.scatter_dims({0});  // as many as the arguments: fine
+  EXPECT_EQ(dp(seeded_randn({4, 3}, 21)).sizes(), (IntList{4, 2}));
+}
+
 TEST(DataParallel, ModuleMustBeOnTheFirstDevice) {
   auto m = std::make_shared<Affine>(3, 2);
   m->to(Device::cpu(1));

@@ -234,14 +234,16 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& state, bool strict) {
+void Module::validate_state_dict(const StateDict& state, bool strict) const {
   using ember::operator<<;
   StateDict mine = state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
-  std::vector<std::pair<Tensor, Tensor>> copies;
   std::set<std::string> seen;
   for (const auto& [k, v] : state) {
-    seen.insert(k);
+    EMBER_CHECK_T(ValueError, seen.insert(k).second, "load_state_dict for ", name_, ": key \"", k,
+                  "\" appears more than once in the state_dict");
+    EMBER_CHECK_T(ValueError, v.defined(), "load_state_dict for ", name_, ": the tensor for key \"", k,
+                  "\" is undefined");
     auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& p) { return p.first == k; });
     if (it == mine.end()) {
       unexpected.push_back(k);
@@ -254,7 +256,6 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
       mismatched.push_back(os.str());
       continue;
     }
-    copies.emplace_back(it->second, v);
   }
   for (const auto& [k, v] : mine) {
     if (!seen.count(k)) missing.push_back(k);
@@ -277,10 +278,17 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     for (const auto& m : mismatched) os << "\n\tsize mismatch for " << m;
     EMBER_THROW(ValueError, os.str());
   }
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  validate_state_dict(state, strict);  // nothing below can fail on a validated state
+  StateDict mine = state_dict();
   NoGradGuard no_grad;
-  for (auto& [dst, src] : copies) {
-    Tensor d = dst;
-    native::copy_(d, src);
+  for (const auto& [k, v] : state) {
+    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& p) { return p.first == k; });
+    if (it == mine.end()) continue;  // unexpected key under strict=false
+    Tensor d = it->second;
+    native::copy_(d, v);
   }
 }
 

@@ -69,8 +69,11 @@ class Module : public std::enable_shared_from_this<Module> {
   StateDict state_dict() const;
   /// Copies values in. strict: missing and unexpected keys are an error. A shape mismatch is
   /// always an error. The message lists every missing, unexpected and mismatched key; nothing is
-  /// modified when it throws.
+  /// modified when it throws. A key given twice, or an undefined tensor, is a ValueError naming
+  /// the key.
   void load_state_dict(const StateDict& state, bool strict = true);
+  /// Throws exactly what load_state_dict(state, strict) would, changing nothing.
+  void validate_state_dict(const StateDict& state, bool strict = true) const;
 
   /// Deep copy (parameters copied to `device` if given). The copy's parameters are new leaves.
   virtual std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;

@@ -77,6 +77,32 @@ void adam_update(Tensor& p, const Tensor& grad, ParamState& st, double lr, std::
 
 }  // namespace detail
 
+void Adam::check_param_state(const std::string& where, const Tensor& p, const ParamState& st,
+                             const OptimizerOptions&) const {
+  for (const auto& [key, t] : st) {
+    EMBER_CHECK_T(ValueError, key == "step" || key == "exp_avg" || key == "exp_avg_sq" || key == "max_exp_avg_sq",
+                  "loaded state dict: ", type_name(), " state of ", where, " has an unknown key \"", key,
+                  "\" (expected step, exp_avg, exp_avg_sq, max_exp_avg_sq)");
+  }
+  if (st.empty()) return;  // no state yet: the first step() creates it
+  for (const char* key : {"step", "exp_avg", "exp_avg_sq"}) {
+    EMBER_CHECK_T(ValueError, st.count(key), "loaded state dict: ", type_name(), " state of ", where,
+                  " lacks \"", key, "\" (it has step, exp_avg and exp_avg_sq or nothing)");
+  }
+  const Tensor& step = st.at("step");
+  EMBER_CHECK_T(ValueError, step.dim() == 0, "loaded state dict: \"step\" of ", where,
+                " must be a 0-dim tensor, got shape ", step.sizes());
+  const double s = step.item();
+  EMBER_CHECK_T(ValueError, std::isfinite(s) && s >= 0, "loaded state dict: \"step\" of ", where,
+                " must be a finite count >= 0, got ", s);
+  for (const auto& [key, t] : st) {
+    if (key == "step") continue;
+    EMBER_CHECK_T(ValueError, t.sizes() == p.sizes() && t.dtype() == p.dtype() && t.device() == p.device(),
+                  "loaded state dict: \"", key, "\" of ", where, " must be ", p.dtype(), " of the parameter's shape ",
+                  p.sizes(), ", got ", t.dtype(), " of shape ", t.sizes());
+  }
+}
+
 Tensor Adam::step(const LossClosure& closure) {
   Tensor loss = run_closure(closure);
   NoGradGuard no_grad;

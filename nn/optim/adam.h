@@ -39,6 +39,10 @@ class Adam : public Optimizer {
   const char* type_name() const override { return "Adam"; }
 
  protected:
+  /// step, exp_avg and exp_avg_sq (max_exp_avg_sq optional): a 0-dim finite non-negative step,
+  /// the others shaped like the parameter; no other key.
+  void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
+                         const OptimizerOptions& options) const override;
   Adam(std::vector<ParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults)
       : Optimizer(std::move(param_groups), std::move(defaults)) {}
 };

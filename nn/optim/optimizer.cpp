@@ -88,32 +88,45 @@ OptimizerStateDict Optimizer::state_dict() const {
   return sd;
 }
 
+void Optimizer::check_param_state(const std::string&, const Tensor&, const ParamState&,
+                                  const OptimizerOptions&) const {}
+
+void Optimizer::validate_state_dict(const OptimizerStateDict& sd) const { (void)prepare_load(sd); }
+
 void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
+  LoadedState loaded = prepare_load(sd);
+  for (size_t gi = 0; gi < param_groups_.size(); ++gi) param_groups_[gi].set_options(std::move(loaded.options[gi]));
+  state_ = std::move(loaded.state);
+}
+
+Optimizer::LoadedState Optimizer::prepare_load(const OptimizerStateDict& sd) const {
   EMBER_CHECK_T(ValueError, sd.param_groups.size() == param_groups_.size(),
                 "loaded state dict has a different number of parameter groups (", sd.param_groups.size(),
                 " vs the optimizer's ", param_groups_.size(), ")");
-  std::map<int64_t, Tensor> by_index;
+  std::map<int64_t, std::pair<Tensor, size_t>> by_index;  // index -> (parameter, group)
   for (size_t gi = 0; gi < param_groups_.size(); ++gi) {
     const auto& saved = sd.param_groups[gi];
     EMBER_CHECK_T(ValueError, saved.params.size() == param_groups_[gi].params().size(),
                   "loaded state dict contains a parameter group that doesn't match the size of optimizer's group "
                   "(group ", gi, ": ", saved.params.size(), " vs ", param_groups_[gi].params().size(), ")");
-    for (size_t k = 0; k < saved.params.size(); ++k) by_index[saved.params[k]] = param_groups_[gi].params()[k];
+    for (size_t k = 0; k < saved.params.size(); ++k) {
+      EMBER_CHECK_T(ValueError, by_index.emplace(saved.params[k], std::make_pair(param_groups_[gi].params()[k], gi)).second,
+                    "loaded state dict lists parameter index ", saved.params[k], " more than once (group ", gi, ")");
+    }
   }
   // Parse every group's options and build every state tensor before changing anything.
-  std::vector<std::unique_ptr<OptimizerOptions>> options;
+  LoadedState out;
   for (size_t gi = 0; gi < param_groups_.size(); ++gi) {
     auto o = param_groups_[gi].options().clone();
     o->from_json(sd.param_groups[gi].options);
     o->validate();
-    options.push_back(std::move(o));
+    out.options.push_back(std::move(o));
   }
-  std::unordered_map<TensorImpl*, ParamState> new_state;
   for (const auto& [idx, st] : sd.state) {
     auto it = by_index.find(idx);
     EMBER_CHECK_T(ValueError, it != by_index.end(), "loaded state dict has state for parameter index ", idx,
                   ", which no parameter group holds");
-    const Tensor& p = it->second;
+    const Tensor& p = it->second.first;
     ParamState copy;
     for (const auto& [key, t] : st) {
       if (!t.defined()) continue;
@@ -128,10 +141,10 @@ void Optimizer::load_state_dict(const OptimizerStateDict& sd) {
       }
       copy[key] = v.is_same(t) ? native::clone(t) : v;
     }
-    new_state[p.impl()] = std::move(copy);
+    check_param_state("parameter " + std::to_string(idx), p, copy, *out.options[it->second.second]);
+    out.state[p.impl()] = std::move(copy);
   }
-  for (size_t gi = 0; gi < param_groups_.size(); ++gi) param_groups_[gi].set_options(std::move(options[gi]));
-  state_ = std::move(new_state);
+  return out;
 }
 
 Tensor Optimizer::run_closure(const LossClosure& closure) {

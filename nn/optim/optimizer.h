@@ -118,10 +118,20 @@ class Optimizer {
   OptimizerStateDict state_dict() const;
   /// Copies state in (cloned; floating state other than "step" cast to its parameter's dtype and
   /// device) and takes each group's hyper-parameters. Throws ValueError, changing nothing, when
-  /// the group count or a group's size differs, or state names an index no group holds.
+  /// the group count or a group's size differs, an index is listed twice, state names an index
+  /// no group holds, or a parameter's state is not what step() needs (check_param_state), so a
+  /// loaded state never fails halfway through a later step().
   void load_state_dict(const OptimizerStateDict& state_dict);
+  /// Throws exactly what load_state_dict(state_dict) would, changing nothing.
+  void validate_state_dict(const OptimizerStateDict& state_dict) const;
 
  protected:
+  /// Checks one parameter's loaded state (already on the parameter's device and dtype) against
+  /// what step() needs: required keys, shapes, dtypes, no unknown key. Throws ValueError naming
+  /// `where` ("parameter 3") and the key. The base class accepts any state.
+  virtual void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
+                                 const OptimizerOptions& options) const;
+
   Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
   /// Runs `closure` with grad mode on (the loss step() returns), or returns an undefined Tensor.
   static Tensor run_closure(const LossClosure& closure);
@@ -129,6 +139,14 @@ class Optimizer {
   std::vector<ParamGroup> param_groups_;
   std::unordered_map<TensorImpl*, ParamState> state_;  // keyed by parameter identity
   std::unique_ptr<OptimizerOptions> defaults_;
+
+ private:
+  struct LoadedState {
+    std::vector<std::unique_ptr<OptimizerOptions>> options;  // one per group
+    std::unordered_map<TensorImpl*, ParamState> state;
+  };
+  /// Everything load_state_dict checks and builds, before it changes anything.
+  LoadedState prepare_load(const OptimizerStateDict& state_dict) const;
 };
 
 }  // namespace ember::optim

@@ -47,6 +47,17 @@ void SGDOptions::validate() const {
 SGD::SGD(std::vector<ParamGroup> param_groups, const SGDOptions& defaults)
     : Optimizer(std::move(param_groups), defaults.clone()) {}
 
+void SGD::check_param_state(const std::string& where, const Tensor& p, const ParamState& st,
+                            const OptimizerOptions&) const {
+  for (const auto& [key, t] : st) {
+    EMBER_CHECK_T(ValueError, key == "momentum_buffer", "loaded state dict: SGD state of ", where,
+                  " has an unknown key \"", key, "\" (expected momentum_buffer)");
+    EMBER_CHECK_T(ValueError, t.sizes() == p.sizes() && t.dtype() == p.dtype() && t.device() == p.device(),
+                  "loaded state dict: \"momentum_buffer\" of ", where, " must be ", p.dtype(),
+                  " of the parameter's shape ", p.sizes(), ", got ", t.dtype(), " of shape ", t.sizes());
+  }
+}
+
 Tensor SGD::step(const LossClosure& closure) {
   Tensor loss = run_closure(closure);
   NoGradGuard no_grad;

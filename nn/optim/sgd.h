@@ -32,6 +32,11 @@ class SGD : public Optimizer {
 
   Tensor step(const LossClosure& closure = nullptr) override;
   const char* type_name() const override { return "SGD"; }
+
+ protected:
+  /// Only momentum_buffer, shaped like the parameter, when present.
+  void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
+                         const OptimizerOptions& options) const override;
 };
 
 }  // namespace ember::optim

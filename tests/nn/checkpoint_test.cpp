@@ -4,7 +4,12 @@
 // a mismatched module and a non-checkpoint file.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <regex>
+#include <stdexcept>
 #include <unistd.h>
 
 #include "autograd/ops.h"
@@ -148,6 +153,151 @@ TEST_F(Checkpoint, MismatchesAreErrorsThatChangeNothing) {
   save_safetensors(path("plain.safetensors"), {{"w", zeros({1})}});
   EXPECT_NE(error_of([&] { load_checkpoint(path("plain.safetensors"), *other); }).find("is not an ember checkpoint"),
             std::string::npos);
+}
+
+// ---- Issue 19, item 5: a load that fails changes nothing ------------------------------------
+
+// A checkpoint of a trained model + Adam, rewritten by `edit` (tensors by name, metadata).
+using Tensors = std::vector<std::pair<std::string, Tensor>>;
+using Meta = std::map<std::string, std::string>;
+
+struct Snapshot {
+  StateDict module;
+  std::vector<std::pair<std::string, Tensor>> optim;
+  std::string options;
+  std::vector<uint8_t> rng;
+};
+
+Snapshot snapshot(const Module& m, const optim::Optimizer& opt) {
+  Snapshot s;
+  for (const auto& [k, t] : m.state_dict()) s.module.emplace_back(k, native::clone(t));
+  auto sd = opt.state_dict();
+  for (const auto& [idx, st] : sd.state)
+    for (const auto& [key, t] : st) s.optim.emplace_back(std::to_string(idx) + "." + key, native::clone(t));
+  for (const auto& g : sd.param_groups) s.options += g.options;
+  s.rng = default_generator(Device::cpu()).get_state();
+  return s;
+}
+
+void expect_unchanged(const Snapshot& before, const Module& m, const optim::Optimizer& opt, const std::string& what) {
+  Snapshot now = snapshot(m, opt);
+  ASSERT_EQ(now.module.size(), before.module.size()) << what;
+  for (size_t i = 0; i < now.module.size(); ++i)
+    EXPECT_TRUE(bit_equal(now.module[i].second, before.module[i].second)) << what << ": " << now.module[i].first;
+  ASSERT_EQ(now.optim.size(), before.optim.size()) << what;
+  for (size_t i = 0; i < now.optim.size(); ++i)
+    EXPECT_TRUE(bit_equal(now.optim[i].second, before.optim[i].second)) << what << ": " << now.optim[i].first;
+  EXPECT_EQ(now.options, before.options) << what;
+  EXPECT_EQ(now.rng, before.rng) << what;
+}
+
+struct BadCheckpoint {
+  const char* name;
+  std::function<void(Tensors&, Meta&)> edit;
+  const char* expected;  // the key (or words) the error must name
+};
+
+Tensor& tensor_named(Tensors& t, const std::string& name) {
+  for (auto& [k, v] : t)
+    if (k == name) return v;
+  throw std::runtime_error("test: no tensor " + name);
+}
+
+void erase_tensor(Tensors& t, const std::string& name) {
+  std::erase_if(t, [&](const auto& p) { return p.first == name; });
+}
+
+std::vector<BadCheckpoint> bad_checkpoints() {
+  std::vector<BadCheckpoint> c;
+  // The first two parameters: 0 is the embedding weight [10, 6], 1 the LayerNorm weight [6].
+  c.push_back({"OptimizerStateOfTheWrongShape",
+               [](Tensors& t, Meta&) { tensor_named(t, "optim.0.0.exp_avg") = zeros({3, 6}); }, "exp_avg"});
+  c.push_back({"IndexListHugeAndNaN", [](Tensors&, Meta& m) {
+                 std::string p = "[1e300";
+                 for (int i = 1; i < 4; ++i) p += "," + std::to_string(i);
+                 m["optim.0.params"] = p + ",NaN]";
+               },
+               "optim.0.params"});
+  c.push_back({"IndexListDuplicate", [](Tensors&, Meta& m) { m["optim.0.params"] = "[0,0,2,3,4]"; },
+               "more than once"});
+  c.push_back({"RngNotHex", [](Tensors&, Meta& m) { m["rng.cpu"] = "zz"; }, "rng.cpu"});
+  c.push_back({"RngWrongLength", [](Tensors&, Meta& m) { m["rng.cpu"] = "00ff"; }, "rng.cpu"});
+  c.push_back({"NumGroupsNotANumber", [](Tensors&, Meta& m) { m["optim.num_groups"] = "abc"; }, "optim.num_groups"});
+  c.push_back({"NumGroupsOutOfRange", [](Tensors&, Meta& m) { m["optim.num_groups"] = "99999999999999999999"; },
+               "optim.num_groups"});
+  c.push_back({"NumGroupsWrong", [](Tensors&, Meta& m) { m["optim.num_groups"] = "2"; }, "optim.num_groups"});
+  c.push_back({"StateIndexNotANumber",
+               [](Tensors& t, Meta&) { t.emplace_back("optim.0.x.step", zeros({})); }, "optim.0.x.step"});
+  c.push_back({"StateWithoutExpAvg", [](Tensors& t, Meta&) { erase_tensor(t, "optim.0.1.exp_avg"); }, "exp_avg"});
+  c.push_back({"ZeroDimExpAvg", [](Tensors& t, Meta&) { tensor_named(t, "optim.0.1.exp_avg") = zeros({}); },
+               "exp_avg"});
+  c.push_back({"StepShapedLikeTheParameter",
+               [](Tensors& t, Meta&) { tensor_named(t, "optim.0.1.step") = ones({6}); }, "step"});
+  c.push_back({"StepNotFinite",
+               [](Tensors& t, Meta&) { tensor_named(t, "optim.0.1.step") = full({}, std::nan("")); }, "step"});
+  c.push_back({"UnknownStateKey", [](Tensors& t, Meta&) { t.emplace_back("optim.0.1.momentum", zeros({6})); },
+               "momentum"});
+  c.push_back({"BadGroupOptions", [](Tensors&, Meta& m) {
+                 m["optim.0.options"] = std::regex_replace(m["optim.0.options"], std::regex("\"lr\":[^,}]*"), "\"lr\":-1");
+               },
+               "learning rate"});
+  c.push_back({"ModuleTensorOfTheWrongShape",
+               [](Tensors& t, Meta&) { tensor_named(t, "model.3.bias") = zeros({5}); }, "size mismatch for 3.bias"});
+  return c;
+}
+
+class CheckpointAllOrNothing : public Checkpoint, public ::testing::WithParamInterface<BadCheckpoint> {};
+
+TEST_P(CheckpointAllOrNothing, FailedLoadChangesNothing) {
+  const BadCheckpoint& bad = GetParam();
+  manual_seed(3);
+  auto src = model();
+  optim::Adam src_opt(src->parameters(), optim::AdamOptions(0.01));
+  train(*src, src_opt, 0, 2);
+  save_checkpoint(path("good.safetensors"), *src, &src_opt);
+  Meta meta;
+  Tensors tensors = load_safetensors(path("good.safetensors"), &meta);
+  bad.edit(tensors, meta);
+  save_safetensors(path("bad.safetensors"), tensors, meta);
+
+  // The target has trained state of its own (other values), which must survive the failure.
+  manual_seed(4);
+  auto net = model();
+  optim::Adam opt(net->parameters(), optim::AdamOptions(0.02));
+  train(*net, opt, 5, 7);
+  manual_seed(11);
+  Snapshot before = snapshot(*net, opt);
+  try {
+    load_checkpoint(path("bad.safetensors"), *net, &opt, nullptr, {.restore_rng_state = true});
+    FAIL() << bad.name << ": loaded";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad.expected), std::string::npos)
+        << bad.name << ": message lacks '" << bad.expected << "': " << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << bad.name << ": not a ValueError: " << e.what();
+  }
+  expect_unchanged(before, *net, opt, bad.name);
+  train(*net, opt, 7, 8);  // and the optimizer still steps
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CheckpointAllOrNothing, ::testing::ValuesIn(bad_checkpoints()),
+                         [](const ::testing::TestParamInfo<BadCheckpoint>& info) { return std::string(info.param.name); });
+
+TEST_F(Checkpoint, CraftedGoodCheckpointStillLoads) {
+  // The crafting path itself (load, rewrite, save) keeps a valid checkpoint valid.
+  manual_seed(3);
+  auto src = model();
+  optim::Adam src_opt(src->parameters(), optim::AdamOptions(0.01));
+  train(*src, src_opt, 0, 2);
+  save_checkpoint(path("good.safetensors"), *src, &src_opt);
+  Meta meta;
+  Tensors tensors = load_safetensors(path("good.safetensors"), &meta);
+  save_safetensors(path("copy.safetensors"), tensors, meta);
+  auto net = model();
+  optim::Adam opt(net->parameters());
+  load_checkpoint(path("copy.safetensors"), *net, &opt, nullptr, {.restore_rng_state = true});
+  auto a = src->state_dict(), b = net->state_dict();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bit_equal(a[i].second, b[i].second)) << a[i].first;
 }
 
 }  // namespace

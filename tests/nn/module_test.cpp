@@ -75,6 +75,32 @@ TEST(Module, LoadStateDictErrorListsMissingUnexpectedAndMismatchedKeys) {
   EXPECT_TRUE(bit_equal(net->state_dict()[2].second, before));
 }
 
+// Issue 19, item 5: an undefined tensor was dereferenced; a key given twice was applied twice.
+TEST(Module, LoadStateDictNamesAnUndefinedTensorsKeyAndChangesNothing) {
+  auto net = mlp();
+  StateDict sd = net->state_dict();
+  for (auto& [k, t] : sd) t = native::add(t, 1.0);
+  sd[1].second = Tensor();
+  Tensor before = native::clone(net->state_dict()[0].second);
+  for (bool strict : {true, false}) {
+    std::string msg = error_of([&] { net->load_state_dict(sd, strict); });
+    EXPECT_NE(msg.find("the tensor for key \"0.bias\" is undefined"), std::string::npos) << msg;
+    EXPECT_THROW(net->load_state_dict(sd, strict), ValueError);
+  }
+  EXPECT_TRUE(bit_equal(net->state_dict()[0].second, before));
+}
+
+TEST(Module, LoadStateDictRefusesADuplicateKey) {
+  auto net = mlp();
+  StateDict sd = net->state_dict();
+  sd.emplace_back(sd[0].first, zeros_like(sd[0].second));
+  Tensor before = native::clone(net->state_dict()[0].second);
+  std::string msg = error_of([&] { net->load_state_dict(sd); });
+  EXPECT_NE(msg.find("key \"0.weight\" appears more than once"), std::string::npos) << msg;
+  EXPECT_THROW(net->validate_state_dict(sd, false), ValueError);
+  EXPECT_TRUE(bit_equal(net->state_dict()[0].second, before));
+}
+
 TEST(Module, LoadStateDictNonStrictToleratesMissingAndUnexpectedKeys) {
   auto a = mlp(), b = mlp();
   StateDict sd = a->state_dict();

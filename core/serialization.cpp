@@ -2,11 +2,15 @@
 // work on bytes alone; the tensor glue (allocation, host copies) is at the bottom of the file.
 #include "core/serialization.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -455,13 +459,27 @@ std::string parent_dir(const std::string& path) {
 void write_all(int fd, const void* buf, size_t n, const std::string& path, const std::string& tmp) {
   const io::Transfer t = io::write_full(fd, buf, n);
   if (!t.complete(n))
-    EMBER_THROW(Error, "save_safetensors: cannot write '", path, "' (temporary file '", tmp, "'): ", os_error(t.error));
+    EMBER_THROW(Error, "save_safetensors: cannot write '", path, "' (temporary file ", tmp, "): ", os_error(t.error));
 }
+
+// Note [Checkpoint temporaries]
+// A save writes the whole file somewhere no reader looks, then renames it over `path`, so a
+// reader sees the old file or the new one, never a part. Where the filesystem allows it
+// (Linux's O_TMPFILE: ext4, xfs, btrfs, tmpfs, ...), that somewhere is an unnamed file in the
+// target's directory: a writer killed mid-save leaves nothing, as the kernel frees an unnamed
+// file with its last descriptor. Once the data is fsync'ed, the file gets a name
+// (`path.tmp.<pid>.<16 hex>`, via linkat of /proc/self/fd/N) only for the rename that follows.
+// Elsewhere the data goes to that named file from the start. Either way, a kill between
+// naming and rename leaves a `.tmp.` file behind, so every save first removes the temporaries
+// of `path` whose writer pid is no longer alive on this host (never its own process's, which
+// another thread may be writing). A writer on another host sharing the directory is not seen.
 
 /// The temporary file a save writes; removed on destruction unless committed.
 struct TempFile {
-  std::string path;
+  std::string path;   // its name: from the start (named), or once linked (unnamed)
+  std::string label;  // how messages name it
   int fd = -1;
+  bool unnamed = false;
   bool committed = false;
   ~TempFile() {
     if (fd >= 0) ::close(fd);
@@ -469,17 +487,64 @@ struct TempFile {
   }
 };
 
-void create_temp(const std::string& path, TempFile* tmp) {
+std::string temp_name(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
+  uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(r));
+  return path + ".tmp." + std::to_string(::getpid()) + "." + hex;
+}
+
+/// The pid in `name` when it is `<base>.tmp.<pid>.<16 hex>`, else -1.
+pid_t temp_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp.";
+  if (name.size() <= prefix.size() + 17 || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  const std::string_view rest(name.data() + prefix.size(), name.size() - prefix.size());
+  const size_t dot = rest.find('.');
+  if (dot == std::string_view::npos || rest.size() - dot - 1 != 16) return -1;
+  for (char c : rest.substr(dot + 1))
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return -1;
+  pid_t pid = -1;
+  auto [end, ec] = std::from_chars(rest.data(), rest.data() + dot, pid);
+  return ec == std::errc() && end == rest.data() + dot && pid > 0 ? pid : -1;
+}
+
+/// Removes `path`'s temporaries left by writers that are no longer alive (best effort).
+void remove_stale_temps(const std::string& path) {
+  const std::string dir = parent_dir(path);
+  const size_t slash = path.find_last_of('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const pid_t self = ::getpid();
+  while (const dirent* e = ::readdir(d)) {
+    const pid_t owner = temp_owner(e->d_name, base);
+    if (owner <= 0 || owner == self) continue;
+    if (::kill(owner, 0) != 0 && errno == ESRCH) (void)::unlinkat(::dirfd(d), e->d_name, 0);
+  }
+  ::closedir(d);
+}
+
+void create_temp(const std::string& path, TempFile* tmp) {
+  remove_stale_temps(path);
+#ifdef O_TMPFILE
+  const std::string dir = parent_dir(path);
+  int ufd = ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+  if (ufd >= 0) {
+    tmp->fd = ufd;
+    tmp->unnamed = true;
+    tmp->label = "an unnamed temporary file in '" + dir + "'";
+    return;
+  }
+  // EOPNOTSUPP, EISDIR or EINVAL: no O_TMPFILE here; a named file below. Other errors recur there.
+#endif
   int last_errno = 0;
   for (int attempt = 0; attempt < 16; ++attempt) {
-    uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ (counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(r));
-    std::string name = path + ".tmp." + std::to_string(::getpid()) + "." + hex;
+    std::string name = temp_name(path);
     int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0) {
+      tmp->label = "'" + name + "'";
       tmp->path = std::move(name);
       tmp->fd = fd;
       return;
@@ -488,6 +553,24 @@ void create_temp(const std::string& path, TempFile* tmp) {
     if (errno != EEXIST && errno != EINTR) break;
   }
   EMBER_THROW(Error, "save_safetensors: cannot create a temporary file next to '", path, "': ", os_error(last_errno));
+}
+
+/// Gives an unnamed temporary its name (just before the rename); throws Error naming `path`.
+void name_temp(const std::string& path, TempFile* tmp) {
+  const std::string proc = "/proc/self/fd/" + std::to_string(tmp->fd);
+  int last_errno = 0;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string name = temp_name(path);
+    if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
+      tmp->path = std::move(name);
+      tmp->label = "'" + tmp->path + "'";
+      return;
+    }
+    last_errno = errno;
+    if (errno != EEXIST && errno != EINTR) break;
+  }
+  EMBER_THROW(Error, "save_safetensors: cannot link ", tmp->label, " into place for '", path, "': ",
+              os_error(last_errno));
 }
 
 }  // namespace
@@ -605,19 +688,20 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
 
-  // 3. Temporary file, fsync, rename.
+  // 3. Temporary file, fsync, rename (Note [Checkpoint temporaries]).
   TempFile tmp;
   create_temp(path, &tmp);
   struct stat old;
   if (::stat(path.c_str(), &old) == 0 && S_ISREG(old.st_mode))
     (void)::fchmod(tmp.fd, old.st_mode & 0777);  // keep the permissions of the file we replace
-  write_all(tmp.fd, len_bytes, 8, path, tmp.path);
-  write_all(tmp.fd, header.data(), header.size(), path, tmp.path);
+  write_all(tmp.fd, len_bytes, 8, path, tmp.label);
+  write_all(tmp.fd, header.data(), header.size(), path, tmp.label);
   for (const Tensor& c : host) {
-    if (c.nbytes() > 0) write_all(tmp.fd, c.raw_data(), c.nbytes(), path, tmp.path);
+    if (c.nbytes() > 0) write_all(tmp.fd, c.raw_data(), c.nbytes(), path, tmp.label);
   }
   if (::fsync(tmp.fd) != 0)
-    EMBER_THROW(Error, "save_safetensors: cannot fsync '", tmp.path, "' for '", path, "': ", os_error(errno));
+    EMBER_THROW(Error, "save_safetensors: cannot fsync ", tmp.label, " for '", path, "': ", os_error(errno));
+  if (tmp.unnamed) name_temp(path, &tmp);  // See Note [Checkpoint temporaries].
   int fd = tmp.fd;
   tmp.fd = -1;
   if (::close(fd) != 0)

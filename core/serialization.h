@@ -42,9 +42,12 @@ struct SafetensorsHeader {
 /// multiple of 8 bytes; "__metadata__" is written only when `metadata` is non-empty. Tensors that
 /// share storage (tied weights) are written as independent copies. A symlink at `path` is
 /// replaced by the new file, not followed; an existing regular file keeps its permission bits.
-/// Atomic: the data goes to `path + ".tmp.<pid>.<random>"`, is fsync'ed and renamed over `path`;
-/// on any failure the temporary file is removed, an existing file at `path` is left untouched,
-/// and ember::Error naming the path and the OS error is thrown. Throws ValueError (before
+/// Atomic: the data goes to an unnamed file in `path`'s directory (O_TMPFILE; where the
+/// filesystem lacks it, to `path + ".tmp.<pid>.<random>"`), is fsync'ed, named
+/// `path + ".tmp.<pid>.<random>"` and renamed over `path`; on any failure the temporary file is
+/// removed, an existing file at `path` is left untouched, and ember::Error naming the path and the
+/// OS error is thrown. A writer killed mid-save leaves no file (unnamed), or a temporary that
+/// the next save of `path` removes once its pid is dead (see Note [Checkpoint temporaries]). Throws ValueError (before
 /// creating any file) for an empty, duplicate, reserved ("__metadata__") or non-UTF-8 name,
 /// an undefined tensor, or non-UTF-8 metadata.
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,

@@ -324,6 +324,58 @@ TEST(Safetensors, FailedRenameOverDirectoryLeavesNoTempFile) {
   EXPECT_EQ(dir.list(), std::vector<std::string>{"target"});  // the temporary file is gone
 }
 
+// Issue 19, item 6(c): 20 kills mid-save left 16 `*.tmp.<pid>.<hex>` files (1.5 GB).
+TEST(Safetensors, WriterKilledMidSaveLeavesNoTemporaryFile) {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  Tensor big = zeros({4 << 20});  // 16 MB: each save takes a while, so kills land mid-save
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 6; ++trial) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      try {
+        for (;;) save_safetensors(path, {{"w", big}});
+      } catch (...) {
+        ::_exit(1);
+      }
+    }
+    ::usleep(20000 + rng() % 80000);
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+  }
+  // What a kill can leave (a temporary named just before its rename) goes with the next save.
+  save_safetensors(path, {{"w", full({3}, 2.0)}});
+  EXPECT_EQ(dir.list(), std::vector<std::string>{"ckpt.safetensors"});
+  EXPECT_EQ(load_safetensors(path).at(0).second.to_vector<float>(), std::vector<float>(3, 2.f));
+}
+
+TEST(Safetensors, SaveRemovesTemporariesOfDeadWritersOnly) {
+  TempDir dir;
+  std::string path = dir.file("m.safetensors");
+  pid_t dead = ::fork();
+  ASSERT_GE(dead, 0);
+  if (dead == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(dead, nullptr, 0), dead);  // reaped: the pid names no process now
+  const std::string d = std::to_string(dead), hex = "0123456789abcdef";
+  std::vector<std::string> keep = {
+      "m.safetensors.tmp." + std::to_string(::getpid()) + "." + hex,  // this process: maybe another thread's
+      "m.safetensors.tmp.1." + hex,                                  // pid 1 is alive
+      "m.safetensors.tmp." + d + ".0123",                            // not a temporary's name
+      "other.safetensors.tmp." + d + "." + hex,                      // another file's temporary
+  };
+  for (const auto& name : keep) write_file(dir.file(name), "x");
+  write_file(dir.file("m.safetensors.tmp." + d + "." + hex), "stale");
+  save_safetensors(path, {{"a", make_raw({1}, kInt64, bytes_of_values<int64_t>({1}))}});
+  keep.push_back("m.safetensors");
+  std::sort(keep.begin(), keep.end());
+  auto left = dir.list();
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, keep);
+}
+
 TEST(Safetensors, ExistingFileSurvivesARejectedSave) {
   TempDir dir;
   std::string path = dir.file("good.safetensors");

@@ -338,6 +338,24 @@ int WorkerGroup::wait_round(int64_t timeout_ms) {
   return forwarded;
 }
 
+// Note [Which failure is reported]
+// When one rank dies, its peers' collectives fail and they exit 1 soon after, so several workers
+// may be found failed. A worker killed by a signal is more likely the cause than one that exited
+// with a code, so it is the one reported; among equals, the lowest rank. The order in which the
+// kernel lets us reap them is not the order they failed in: a multi-threaded rank killed by
+// SIGKILL becomes reapable only once all its threads are gone, and on a busy machine its peer
+// can notice the broken connection, print its error and exit first. So when the failure found
+// is an exit code while other workers still run, the monitor keeps reaping for up to
+// kCauseGraceMs and reports a signal death that shows up in that window instead.
+const WorkerGroup::Worker* WorkerGroup::first_failure() const {
+  const Worker* failed = nullptr;
+  for (auto& w : workers_) {
+    if (!w->exited || (!w->exit.signaled && w->exit.exit_code == 0)) continue;
+    if (failed == nullptr || (w->exit.signaled && !failed->exit.signaled)) failed = w.get();
+  }
+  return failed;
+}
+
 GroupResult WorkerGroup::monitor() {
   GroupResult result;
   // A rank that exits 1 because its peer died may be reaped before that peer: the peer's
@@ -353,13 +371,20 @@ GroupResult WorkerGroup::monitor() {
       result.signal = s;
       return result;
     }
-    // Workers found failed in the same round ended at about the same time; the one killed by
-    // a signal is more likely the cause (the others typically exit 1 when their collectives
-    // fail because it is gone), so it is the one reported. Otherwise: the lowest rank.
-    const Worker* failed = nullptr;
-    for (auto& w : workers_) {
-      if (!w->exited || (!w->exit.signaled && w->exit.exit_code == 0)) continue;
-      if (failed == nullptr || (w->exit.signaled && !failed->exit.signaled)) failed = w.get();
+    // See Note [Which failure is reported].
+    const Worker* failed = first_failure();
+    if (failed != nullptr && !failed->exit.signaled) {
+      const auto grace_end = Clock::now() + std::chrono::milliseconds(kCauseGraceMs);
+      while (any_live() && Clock::now() < grace_end && !failed->exit.signaled) {
+        if (int s = wait_round(10)) {
+          interrupted_by_ = s;
+          signal_live(s);
+          result.outcome = GroupResult::kInterrupted;
+          result.signal = s;
+          return result;
+        }
+        failed = first_failure();
+      }
     }
     if (failed != nullptr && !failed->exit.signaled && any_live()) {
       if (!first_failure) first_failure = Clock::now();

@@ -89,6 +89,10 @@ class WorkerGroup {
   void drain_pipes(int64_t timeout_ms);
   void signal_live(int signo);
   bool any_live() const;
+  // The failed worker to report, or nullptr (see Note [Which failure is reported]).
+  const Worker* first_failure() const;
+  // How long a failure by exit code waits for a peer's signal death to be reapable.
+  static constexpr int64_t kCauseGraceMs = 300;
 
   const LaunchOptions& options_;
   SignalWatcher& signals_;

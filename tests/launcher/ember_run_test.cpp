@@ -239,6 +239,20 @@ TEST_F(EmberRunTest, WorkerKilledBySignalIsReportedWithTheSignal) {
   for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(gone(read_pid("pid_" + std::to_string(rank)))) << rank;
 }
 
+// Regression: rnn_dp_ddp_test's killed rank was reported as "rank 0 exited with code 1" on a busy
+// machine, because rank 0 noticed the broken connection and exited before the SIGKILLed rank
+// could be reaped. See Note [Which failure is reported] in launcher/worker_group.cpp.
+TEST_F(EmberRunTest, SignalDeathReapedJustAfterAPeersExitCodeIsTheOneReported) {
+  Outcome r = run(cat({"--nproc-per-node", "3"}, worker({"exit-then-sigkill", dir_})));
+  ASSERT_TRUE(r.exited) << Diagnose(r);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << Diagnose(r);
+  const pid_t killed = read_pid("pid_1");
+  EXPECT_NE(r.err.find("ember-run: rank 1 (pid " + std::to_string(killed) + ") was killed by signal 9 (SIGKILL)"),
+            std::string::npos)
+      << Diagnose(r);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(gone(read_pid("pid_" + std::to_string(rank)))) << rank;
+}
+
 TEST_F(EmberRunTest, MaxRestartsRestartsTheGroupWithAFreshStore) {
   Outcome r = run(cat({"--nproc-per-node", "3", "--max-restarts", "1"}, worker({"fail-first", "1", "4"})));
   ASSERT_TRUE(r.exited && r.code == 0) << Diagnose(r);

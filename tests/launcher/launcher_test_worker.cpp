@@ -123,6 +123,19 @@ int main(int argc, char** argv) {
     if (how.rfind("exit:", 0) == 0) return std::atoi(how.c_str() + 5);
     return 64;
   }
+  if (mode == "exit-then-sigkill" && argc == 3) {
+    // Rank 0 exits with code 1 first; rank 1 kills itself 50 ms later, as a peer of a SIGKILLed
+    // rank can exit before the kernel lets the launcher reap the killed one.
+    const std::string dir = argv[2];
+    write_file(dir + "/pid_" + env("RANK"), std::to_string(::getpid()));
+    wait_for_all(dir, "pid_");
+    if (rank() == 0) return 1;
+    if (rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ::raise(SIGKILL);
+    }
+    sleep_until_stopped();
+  }
   if (mode == "fail-first" && argc == 4) {
     const int fail_rank = std::atoi(argv[2]);
     const int code = std::atoi(argv[3]);

@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <optional>
 #include <cstring>
 
 #include "core/cpu_affinity.h"
@@ -358,11 +357,6 @@ const WorkerGroup::Worker* WorkerGroup::first_failure() const {
 
 GroupResult WorkerGroup::monitor() {
   GroupResult result;
-  // A rank that exits 1 because its peer died may be reaped before that peer: the peer's
-  // sockets close (and the rank sees the reset) before the kernel reports the peer's death.
-  // So a failure by exit code waits up to kSettleMs for a worker killed by a signal.
-  constexpr int64_t kSettleMs = 300;
-  std::optional<Clock::time_point> first_failure;
   while (true) {
     if (int s = wait_round(options_.monitor_interval_ms)) {
       interrupted_by_ = s;
@@ -385,10 +379,6 @@ GroupResult WorkerGroup::monitor() {
         }
         failed = first_failure();
       }
-    }
-    if (failed != nullptr && !failed->exit.signaled && any_live()) {
-      if (!first_failure) first_failure = Clock::now();
-      if (Clock::now() - *first_failure < std::chrono::milliseconds(kSettleMs)) continue;
     }
     if (failed != nullptr) {
       result.outcome = GroupResult::kWorkerFailed;

@@ -411,6 +411,51 @@ TEST(ProcessGroupTCP, StrangersAreDroppedDuringRendezvous) {
   on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(test::check_all_reduce(pg, kFloat32, 100, ReduceOp::SUM), ""); });
 }
 
+// Issue 19, 7(a): rank 0 handled connections one at a time, giving each 5 s to say hello, so
+// one silent connection delayed the group by 5 s and twelve reached the timeout. Here twelve
+// silent strangers, one that sends half a hello and one that sends a wrong secret are all
+// accepted by rank 0 before the real ranks arrive; the group must still form within its
+// 20 s timeout (12 x 5 s = 60 s the old way), and work.
+TEST(ProcessGroupTCP, SilentStrangersDoNotDelayRendezvous) {
+  auto store = std::make_shared<HashStore>();
+  Groups groups(3);
+  std::vector<std::string> errors(3);
+  auto make = [&](int r) {
+    try {
+      groups[r] = std::make_unique<ProcessGroupTCP>(store, r, 3, fast_options(20'000));
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::thread r0(make, 0);
+  const std::string addr = store->get_string("tcp/addr/0");
+  const int port = std::stoi(addr.substr(addr.rfind(':') + 1));
+  std::vector<int> strangers;
+  for (int i = 0; i < 14; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    if (i == 12) {
+      [[maybe_unused]] auto n = ::write(fd, "EMMH\x01\0\0\0", 8);  // half a hello, then silence
+    } else if (i == 13) {
+      char junk[48] = "EMMH-not-the-right-secret-at-all-.............";
+      [[maybe_unused]] auto n = ::write(fd, junk, sizeof junk);
+    }
+    strangers.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 accepts them first
+  std::thread r1(make, 1), r2(make, 2);
+  r0.join();
+  r1.join();
+  r2.join();
+  for (int fd : strangers) ::close(fd);
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(test::check_all_reduce(pg, kFloat32, 100, ReduceOp::SUM), ""); });
+}
+
 TEST(ProcessGroupTCP, RendezvousTimesOutNamingTheMissingRank) {
   auto store = std::make_shared<HashStore>();
   try {

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <random>
 #include <thread>
 
@@ -53,6 +54,24 @@ Hello make_hello(int rank, int channel, const std::string& secret) {
   std::memcpy(h.secret, secret.data(), kSecretBytes);
   return h;
 }
+
+// Note [Concurrent handshakes]
+// A rank accepts its higher peers' connections on one listener that anyone can reach, so
+// a connection proves itself with the hello (rank, channel, the group's secret) before it
+// is used. Handshakes proceed side by side: every accepted connection that has not yet sent
+// its whole hello is polled together with the listener, so a stranger that says nothing,
+// or half a hello, costs a real rank nothing. Each gets kHelloGrace to finish; at most
+// kMaxPendingHandshakes wait at once, and a newcomer beyond that pushes the oldest out
+// (a real rank sends its hello right after connecting, so it is never the oldest for long).
+constexpr auto kHelloGrace = std::chrono::seconds(5);
+constexpr size_t kMaxPendingHandshakes = 128;
+
+struct Handshake {
+  Socket socket;
+  Hello hello;
+  size_t received = 0;      // bytes of `hello` so far
+  Clock::time_point until;  // dropped when not complete by then
+};
 
 std::string errno_text(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
 
@@ -201,13 +220,44 @@ Mesh::Mesh(Store& store, const MeshOptions& o) {
     }
   }
 
-  // Accept every higher rank's connections; drop anything that does not authenticate.
+  // Accept every higher rank's connections; see Note [Concurrent handshakes].
   int missing = (o.size - 1 - o.rank) * kNumChannels;
+  std::deque<Handshake> pending;  // oldest first
+  auto take = [&](Handshake& h) {
+    // Complete hello in: ours, or drop it. Either way it leaves `pending`.
+    const Hello& theirs = h.hello;
+    if (theirs.magic != kHelloMagic || theirs.version != kHelloVersion || theirs.rank <= o.rank ||
+        theirs.rank >= o.size || theirs.channel < 0 || theirs.channel >= kNumChannels ||
+        !secret_equal(theirs.secret, secret) || sockets_[index(theirs.rank, theirs.channel)].valid())
+      return;  // not one of ours
+    // 48 bytes into an empty socket buffer: this does not wait in practice.
+    Hello mine = make_hello(o.rank, theirs.channel, secret);
+    if (!h.socket.send_all(&mine, sizeof mine, std::min(deadline, Clock::now() + kHelloGrace)).ok()) return;
+    sockets_[index(theirs.rank, theirs.channel)] = std::move(h.socket);
+    --missing;
+  };
+  // Reads what has arrived; true when the handshake is finished (taken or dropped).
+  auto progress = [&](Handshake& h) {
+    size_t got = 0;
+    const IoResult r =
+        h.socket.recv_some(reinterpret_cast<char*>(&h.hello) + h.received, sizeof(Hello) - h.received, &got);
+    if (!r.ok()) return true;  // closed or failed: drop
+    h.received += got;
+    if (h.received < sizeof(Hello)) return false;
+    take(h);
+    return true;
+  };
+  std::vector<pollfd> fds;
   while (missing > 0) {
-    pollfd p{listener.fd(), POLLIN, 0};
-    const int pr = ::poll(&p, 1, poll_timeout_ms(deadline));
+    const auto now = Clock::now();
+    while (!pending.empty() && pending.front().until <= now) pending.pop_front();  // said too little in time
+    Clock::time_point wake = deadline;
+    if (!pending.empty()) wake = std::min(wake, pending.front().until);
+    fds.assign(1, pollfd{listener.fd(), POLLIN, 0});
+    for (const auto& h : pending) fds.push_back(pollfd{h.socket.fd(), POLLIN, 0});
+    const int pr = ::poll(fds.data(), fds.size(), poll_timeout_ms(wake));
     if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) {
+    if (Clock::now() >= deadline) {  // even when strangers keep talking
       std::string ranks;
       for (int peer = o.rank + 1; peer < o.size; ++peer)
         for (int ch = 0; ch < kNumChannels; ++ch)
@@ -218,21 +268,25 @@ Mesh::Mesh(Store& store, const MeshOptions& o) {
       EMBER_THROW(DistributedError, who, ": rendezvous timed out after ", o.timeout_ms,
                   " ms: rank(s) ", ranks, " never connected");
     }
+    if (pr <= 0) continue;
+    // Handshakes with data first (indices in `fds` are 1 + index in `pending`).
+    size_t kept = 0;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const bool finished = fds[i + 1].revents != 0 && progress(pending[i]);
+      if (!finished) {
+        if (kept != i) pending[kept] = std::move(pending[i]);
+        ++kept;
+      }
+    }
+    pending.resize(kept);
+    if (fds[0].revents == 0) continue;
     Socket s(::accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!s.valid()) continue;
     s.configure(o.buffer_bytes);
-    // A stranger gets a short while to say hello, so it cannot stall the rendezvous.
-    const auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
-    Hello theirs;
-    if (!s.recv_all(&theirs, sizeof theirs, hello_deadline).ok()) continue;
-    if (theirs.magic != kHelloMagic || theirs.version != kHelloVersion || theirs.rank <= o.rank ||
-        theirs.rank >= o.size || theirs.channel < 0 || theirs.channel >= kNumChannels ||
-        !secret_equal(theirs.secret, secret) || sockets_[index(theirs.rank, theirs.channel)].valid())
-      continue;  // not one of ours: drop it
-    Hello mine = make_hello(o.rank, theirs.channel, secret);
-    if (!s.send_all(&mine, sizeof mine, hello_deadline).ok()) continue;
-    sockets_[index(theirs.rank, theirs.channel)] = std::move(s);
-    --missing;
+    Handshake h{std::move(s), Hello{}, 0, Clock::now() + kHelloGrace};
+    if (progress(h)) continue;  // a real rank's hello is usually there already
+    if (pending.size() >= kMaxPendingHandshakes) pending.pop_front();  // the oldest has had the longest
+    pending.push_back(std::move(h));
   }
 }
 

@@ -1,9 +1,13 @@
 #include "parallel/distributed/tcp_store_server.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
 #include "parallel/distributed/detail/asio.h"
 #include <array>
 #include <deque>
+#include <list>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -39,6 +43,22 @@ struct Waiter {
 // Requests a connection may queue behind a parked one before it counts as abuse.
 constexpr size_t kMaxQueuedRequests = 16;
 
+// Note [Unauthenticated connections]
+// Anyone who can reach the port can open connections; only a client that presents the
+// token becomes trusted. Until then a connection is on probation, and probation is capped:
+// at most max_unauthenticated connections in all (and no more than a quarter of the
+// process's descriptor limit), max_unauthenticated_per_peer from one address. A newcomer
+// over a cap closes the oldest connection on probation (the newest is the likeliest to be a
+// client about to authenticate: a real client sends its token right after connecting), and
+// when accept() finds no descriptor left, the oldest on probation is closed to make one.
+// So 20,000 idle connections cost a few hundred descriptors, not all of them, and a real
+// client always gets in. Authenticated connections are not capped: they hold the token.
+size_t descriptor_share() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  return std::max<size_t>(4, static_cast<size_t>(lim.rlim_cur) / 4);
+}
+
 bool is_internal_key(const std::string& key) {
   return key.compare(0, detail::kInternalKeyPrefix.size(), detail::kInternalKeyPrefix) == 0;
 }
@@ -54,12 +74,16 @@ class TCPStoreServer::Impl {
   uint16_t port() const { return port_; }
   const std::string& bind_address() const { return options_.bind_address; }
   size_t num_connections() const { return num_connections_.load(); }
+  size_t num_unauthenticated() const { return num_unauthenticated_.load(); }
 
   // ---- used by Session, on the io thread only ----
   const TCPStoreServerOptions& options() const { return options_; }
   asio::io_context& io() { return io_; }
   void session_closed(Session* s);
   void session_opened() { num_connections_.fetch_add(1); }
+  // Probation bookkeeping (Note [Unauthenticated connections]).
+  void probation_begin(Session* s, const std::string& peer);
+  void probation_end(Session* s);
   std::unordered_map<std::string, std::vector<uint8_t>>& data() { return data_; }
   void key_written(const std::string& key);
   void insert(const std::string& key, std::vector<uint8_t> value);
@@ -70,6 +94,8 @@ class TCPStoreServer::Impl {
 
  private:
   void accept();
+  // Closes the oldest session on probation (from `peer` when given); false when none.
+  bool close_oldest_unauthenticated(const std::string* peer);
 
   TCPStoreServerOptions options_;
   asio::io_context io_;  // declared first: outlives the sockets below
@@ -79,9 +105,21 @@ class TCPStoreServer::Impl {
   std::thread thread_;
   std::atomic<bool> stopped_{false};
   std::atomic<size_t> num_connections_{0};
+  std::atomic<size_t> num_unauthenticated_{0};
+  size_t max_unauthenticated_ = 0;  // options_.max_unauthenticated, held to descriptor_share()
 
   // Everything below is touched only on the io thread.
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+
+ public:
+  struct Probation {
+    Session* session;
+    std::string peer;
+  };
+
+ private:
+  std::list<Probation> probation_;  // unauthenticated sessions, oldest first
+  std::unordered_map<std::string, size_t> probation_per_peer_;
   std::unordered_map<std::string, std::vector<uint8_t>> data_;
   int64_t num_internal_keys_ = 0;
   std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters_;
@@ -93,11 +131,12 @@ namespace {
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(TCPStoreServer::Impl& server, tcp::socket socket)
-      : server_(server), socket_(std::move(socket)), auth_timer_(server.io()) {}
+  Session(TCPStoreServer::Impl& server, tcp::socket socket, std::string peer)
+      : server_(server), socket_(std::move(socket)), auth_timer_(server.io()), peer_(std::move(peer)) {}
 
   void start() {
     server_.session_opened();
+    server_.probation_begin(this, peer_);
     auto self = shared_from_this();
     auth_timer_.expires_after(std::chrono::milliseconds(server_.options().auth_timeout_ms));
     auth_timer_.async_wait([self](const boost::system::error_code& ec) {
@@ -113,6 +152,7 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     auth_timer_.cancel();
+    if (!authenticated_) server_.probation_end(this);
     if (parked_) {
       parked_->active = false;
       server_.unpark(parked_);
@@ -186,6 +226,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return false;
     }
     authenticated_ = true;
+    server_.probation_end(this);
     auth_timer_.cancel();
     respond(FrameWriter().u8(uint8_t(Status::kOk)));
     return true;
@@ -340,6 +381,12 @@ class Session : public std::enable_shared_from_this<Session> {
   TCPStoreServer::Impl& server_;
   tcp::socket socket_;
   asio::steady_timer auth_timer_;
+  std::string peer_;  // the client's address, for the per-peer cap
+
+ public:
+  std::list<TCPStoreServer::Impl::Probation>::iterator probation_pos;  // valid while on probation
+
+ private:
   std::array<uint8_t, detail::kFrameHeaderBytes> header_{};
   std::vector<uint8_t> body_;
   bool authenticated_ = false;
@@ -361,6 +408,10 @@ TCPStoreServer::Impl::Impl(TCPStoreServerOptions options)
                 ", got ", options_.max_frame_bytes);
   EMBER_CHECK_T(ValueError, options_.auth_timeout_ms > 0,
                 "TCPStoreServer: auth_timeout_ms must be positive, got ", options_.auth_timeout_ms);
+  EMBER_CHECK_T(ValueError, options_.max_unauthenticated > 0 && options_.max_unauthenticated_per_peer > 0,
+                "TCPStoreServer: max_unauthenticated and max_unauthenticated_per_peer must be positive, got ",
+                options_.max_unauthenticated, " and ", options_.max_unauthenticated_per_peer);
+  max_unauthenticated_ = std::min(options_.max_unauthenticated, descriptor_share());
   boost::system::error_code ec;
   tcp::endpoint endpoint;
   auto address = asio::ip::make_address(options_.bind_address, ec);
@@ -404,7 +455,10 @@ void TCPStoreServer::Impl::accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (!acceptor_.is_open()) return;
     if (ec) {
-      // Out of descriptors and the like: back off briefly instead of spinning.
+      // Out of descriptors: make one by closing the oldest stranger, and go on at once.
+      if ((ec == asio::error::no_descriptors || ec.value() == ENFILE) && close_oldest_unauthenticated(nullptr))
+        return accept();
+      // Otherwise (or with nobody on probation) back off briefly instead of spinning.
       accept_retry_.expires_after(std::chrono::milliseconds(50));
       accept_retry_.async_wait([this](const boost::system::error_code& e) {
         if (!e) accept();
@@ -413,7 +467,14 @@ void TCPStoreServer::Impl::accept() {
     }
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    auto s = std::make_shared<Session>(*this, std::move(socket));
+    const auto remote = socket.remote_endpoint(ignored);
+    std::string peer = remote.address().to_string();
+    // Make room on probation before the newcomer joins it.
+    while (probation_per_peer_[peer] >= options_.max_unauthenticated_per_peer && close_oldest_unauthenticated(&peer)) {
+    }
+    while (probation_.size() >= max_unauthenticated_ && close_oldest_unauthenticated(nullptr)) {
+    }
+    auto s = std::make_shared<Session>(*this, std::move(socket), std::move(peer));
     sessions_.emplace(s.get(), s);
     s->start();
     accept();
@@ -437,6 +498,28 @@ void TCPStoreServer::Impl::stop() {
 
 void TCPStoreServer::Impl::session_closed(Session* s) {
   if (sessions_.erase(s)) num_connections_.fetch_sub(1);
+}
+
+void TCPStoreServer::Impl::probation_begin(Session* s, const std::string& peer) {
+  s->probation_pos = probation_.insert(probation_.end(), Probation{s, peer});
+  ++probation_per_peer_[peer];
+  num_unauthenticated_.store(probation_.size());
+}
+
+void TCPStoreServer::Impl::probation_end(Session* s) {
+  auto it = probation_per_peer_.find(s->probation_pos->peer);
+  if (it != probation_per_peer_.end() && --it->second == 0) probation_per_peer_.erase(it);
+  probation_.erase(s->probation_pos);
+  num_unauthenticated_.store(probation_.size());
+}
+
+bool TCPStoreServer::Impl::close_oldest_unauthenticated(const std::string* peer) {
+  for (auto& p : probation_) {
+    if (peer != nullptr && p.peer != *peer) continue;
+    p.session->close();  // leaves probation_ through probation_end
+    return true;
+  }
+  return false;
 }
 
 void TCPStoreServer::Impl::insert(const std::string& key, std::vector<uint8_t> value) {
@@ -491,5 +574,6 @@ uint16_t TCPStoreServer::port() const { return impl_->port(); }
 const std::string& TCPStoreServer::bind_address() const { return impl_->bind_address(); }
 void TCPStoreServer::stop() { impl_->stop(); }
 size_t TCPStoreServer::num_connections() const { return impl_->num_connections(); }
+size_t TCPStoreServer::num_unauthenticated() const { return impl_->num_unauthenticated(); }
 
 }  // namespace ember::parallel

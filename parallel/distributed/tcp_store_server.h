@@ -23,6 +23,12 @@ struct TCPStoreServerOptions {
   uint32_t max_frame_bytes = 64u << 20;
   /// A connection that has not authenticated within this many milliseconds is closed.
   int64_t auth_timeout_ms = 30'000;
+  /// Connections not yet authenticated, in all and per peer address: a newcomer beyond
+  /// either cap closes the oldest one (of its own address, for the per-peer cap). The total
+  /// is also held to a quarter of the descriptor limit, so authenticated clients and the
+  /// process always have descriptors left. See Note [Unauthenticated connections].
+  size_t max_unauthenticated = 256;
+  size_t max_unauthenticated_per_peer = 64;
 };
 
 class TCPStoreServer {
@@ -41,6 +47,8 @@ class TCPStoreServer {
   void stop();
   /// Connections open right now, authenticated or not (for tests and diagnostics).
   size_t num_connections() const;
+  /// Of those, the ones that have not authenticated yet.
+  size_t num_unauthenticated() const;
 
   class Impl;
 

@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,8 +64,15 @@ uint16_t probe_free_port() {
 
 class RawClient {
  public:
-  explicit RawClient(uint16_t port) {
+  /// Connects to 127.0.0.1:port, from `source` (another loopback address) when given.
+  explicit RawClient(uint16_t port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (source != nullptr) {
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      ::inet_pton(AF_INET, source, &src.sin_addr);
+      EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof src), 0) << source;
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -415,6 +424,103 @@ TEST_F(HostileClientTest, ManyConnectionsComeAndGo) {
   for (int i = 0; i < 100 && server_->num_connections() > 1; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(server_->num_connections(), 1u);
+}
+
+// ---- strangers holding connections open (issue 19, 7(b)) -------------------------------
+
+template <typename F>
+bool eventually(F f, int timeout_ms = 10'000) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return f();
+}
+
+// Unauthenticated connections were not limited: 20,000 idle ones exhausted the server's
+// descriptors. Over the cap, the oldest stranger is closed, and a real client gets in.
+TEST(TCPStoreServer, IdleStrangersAreCappedOldestFirst) {
+  TCPStoreServerOptions o;
+  o.bind_address = "127.0.0.1";
+  o.token = kToken;
+  o.max_unauthenticated = 8;
+  TCPStoreServer server(o);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 30; ++i) {
+    idle.push_back(std::make_unique<RawClient>(server.port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  EXPECT_TRUE(eventually([&] { return server.num_connections() == 8; })) << server.num_connections();
+  EXPECT_EQ(server.num_unauthenticated(), 8u);
+  EXPECT_TRUE(idle.front()->closed_by_server());  // the oldest went first
+  TCPStore client("127.0.0.1", server.port(), client_options());
+  expect_serves(client, "after_strangers");
+  EXPECT_LE(server.num_unauthenticated(), 8u);
+}
+
+TEST(TCPStoreServer, OnePeerAddressCannotTakeEveryProbationSlot) {
+  TCPStoreServerOptions o;
+  o.bind_address = "0.0.0.0";  // reached from 127.0.0.2 and 127.0.0.3 alike
+  o.token = kToken;
+  o.max_unauthenticated = 100;
+  o.max_unauthenticated_per_peer = 4;
+  TCPStoreServer server(o);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 10; ++i) idle.push_back(std::make_unique<RawClient>(server.port(), "127.0.0.2"));
+  for (int i = 0; i < 3; ++i) idle.push_back(std::make_unique<RawClient>(server.port(), "127.0.0.3"));
+  for (auto& c : idle) ASSERT_TRUE(c->connected());
+  EXPECT_TRUE(eventually([&] { return server.num_connections() == 7; })) << server.num_connections();
+  for (int i = 10; i < 13; ++i) EXPECT_FALSE(idle[i]->closed_by_server(100)) << "127.0.0.3 connection " << i;
+  TCPStore client("127.0.0.1", server.port(), client_options());
+  expect_serves(client, "after_one_noisy_peer");
+}
+
+// The issue's attack at a descriptor limit small enough to reach: the server runs in a child
+// process limited to 256 descriptors, and 1000 idle connections arrive. A real client still
+// authenticates and works, and the server's process can still open files.
+TEST(TCPStoreServer, IdleConnectionsLeaveDescriptorsForClientsAndFiles) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(from_child), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit lim{256, 256};
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+    TCPStoreServerOptions o;
+    o.bind_address = "127.0.0.1";
+    o.token = kToken;  // default caps
+    TCPStoreServer server(o);
+    const uint16_t port = server.port();
+    if (::write(from_child[1], &port, sizeof port) != sizeof port) ::_exit(2);
+    char cmd = 0;
+    if (::read(to_child[0], &cmd, 1) != 1) ::_exit(3);
+    int opened = 0;
+    std::vector<int> fds;
+    for (int i = 0; i < 16; ++i) {
+      const int fd = ::open("/dev/null", O_RDONLY);
+      if (fd >= 0) fds.push_back(fd), ++opened;
+    }
+    for (int fd : fds) ::close(fd);
+    if (::write(from_child[1], &opened, sizeof opened) != sizeof opened) ::_exit(4);
+    ::_exit(0);
+  }
+  uint16_t port = 0;
+  ASSERT_EQ(::read(from_child[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 1000; ++i) idle.push_back(std::make_unique<RawClient>(port));
+  {
+    TCPStore client("127.0.0.1", port, client_options());
+    expect_serves(client, "after_a_thousand_strangers");
+  }
+  ASSERT_EQ(::write(to_child[1], "f", 1), 1);
+  int opened = -1;
+  ASSERT_EQ(::read(from_child[0], &opened, sizeof opened), static_cast<ssize_t>(sizeof opened));
+  EXPECT_EQ(opened, 16) << "the server's process could not open files";
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
 }
 
 }  // namespace

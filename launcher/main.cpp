@@ -48,17 +48,6 @@ using ember::parallel::TCPStoreServerOptions;
 
 void say(const std::string& line) { std::cerr << "ember-run: " << line << std::endl; }
 
-std::string random_token() {
-  std::random_device rd;  // /dev/urandom
-  static const char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (int i = 0; i < 8; ++i) {
-    uint32_t v = rd();
-    for (int j = 0; j < 8; ++j, v >>= 4) token.push_back(kHex[v & 15]);
-  }
-  return token;  // 256 bits
-}
-
 // A fresh server per attempt: a restarted group must not see the last attempt's keys.
 std::unique_ptr<TCPStoreServer> start_store(const LaunchOptions& o, int port, const std::string& token,
                                             bool may_pick_another_port) {
@@ -129,7 +118,7 @@ int run(const LaunchOptions& o) {
     say("error: with --nnodes > 1, export the same EMBER_STORE_TOKEN on every node");
     return 2;
   } else {
-    token = random_token();
+    token = ember::parallel::make_store_token();
   }
   if (!o.log_dir.empty()) {
     std::error_code ec;

@@ -26,6 +26,7 @@ namespace {
 
 // Where ember-run keeps the job's restart round (launcher/main.cpp).
 const std::string kLauncherRoundKey = "ember-run/round";
+constexpr size_t kMpiTokenBytes = 64;  // make_store_token()'s length
 
 std::mutex g_mutex;
 std::shared_ptr<ProcessGroup> g_default;  // guarded by g_mutex
@@ -63,6 +64,12 @@ std::pair<std::string, int> parse_tcp_url(const std::string& url) {
   return {host, static_cast<int>(port)};
 }
 
+// Note [Store exposure]: a store rank 0 hosts (no launcher's store) listens on the interface
+// of the address the ranks were told to reach it at (MASTER_ADDR or tcp://host), not on every
+// interface, so MASTER_ADDR=127.0.0.1 keeps it off the network; EMBER_STORE_BIND_ADDR
+// overrides that (e.g. 0.0.0.0 behind NAT). Under mpirun, where no launcher hands out a
+// token, rank 0 draws one and MPI carries it to every rank, so only the job's own processes
+// can authenticate. parallel/README.md says what is protected under each launcher.
 std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, int rank, int world_size,
                                       const DistributedEnv& env, int64_t timeout_ms) {
   if (env.torch_store) {
@@ -74,10 +81,27 @@ std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, int ran
   TCPStoreOptions o;
   o.timeout_ms = timeout_ms;
   o.token = env.store_token;  // empty: TCPStore reads EMBER_STORE_TOKEN itself
+#if EMBER_HAVE_MPI
+  if (o.token.empty() && env.under_mpirun && !env.launcher_store) {
+    // Every rank of MPI_COMM_WORLD takes this path (same environment), so the broadcast matches.
+    const std::string mine = mpi::world_rank() == 0 ? make_store_token() : std::string();
+    const std::vector<uint8_t> bytes =
+        mpi::broadcast_bytes(std::vector<uint8_t>(mine.begin(), mine.end()), kMpiTokenBytes);
+    o.token.assign(bytes.begin(), bytes.end());
+  }
+#endif
   if (!env.launcher_store && rank == 0) {
     o.is_server = true;
     o.world_size = world_size;
     o.wait_for_workers = false;  // the process group's rendezvous waits for everyone
+    const char* bind = get("EMBER_STORE_BIND_ADDR");
+    o.bind_address = bind != nullptr ? bind : host;
+    try {
+      return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
+    } catch (const DistributedError& e) {
+      EMBER_THROW(DistributedError, e.what(), "; rank 0 hosts the store on the interface of ", host,
+                  " (MASTER_ADDR); set EMBER_STORE_BIND_ADDR to listen elsewhere (0.0.0.0: every interface)");
+    }
   }
   return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);
 }

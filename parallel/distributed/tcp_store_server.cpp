@@ -8,6 +8,7 @@
 #include <array>
 #include <deque>
 #include <list>
+#include <random>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -564,6 +565,17 @@ void TCPStoreServer::Impl::key_written(const std::string& key) {
 }
 
 // ---- TCPStoreServer ---------------------------------------------------------------
+
+std::string make_store_token() {
+  std::random_device rd;  // /dev/urandom
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (int i = 0; i < 8; ++i) {
+    uint32_t v = rd();
+    for (int j = 0; j < 8; ++j, v >>= 4) token.push_back(kHex[v & 15]);
+  }
+  return token;
+}
 
 TCPStoreServer::TCPStoreServer(TCPStoreServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}

@@ -31,6 +31,10 @@ struct TCPStoreServerOptions {
   size_t max_unauthenticated_per_peer = 64;
 };
 
+/// A fresh 256-bit token (64 hex digits from /dev/urandom) for a server and its clients:
+/// ember-run's for its jobs, rank 0's under mpirun (see parallel/README.md).
+std::string make_store_token();
+
 class TCPStoreServer {
  public:
   /// Binds, listens and starts serving. Throws DistributedError when the address cannot

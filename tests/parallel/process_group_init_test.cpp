@@ -1,7 +1,13 @@
 // init_process_group and read_distributed_env: which variables are read, the errors for
 // missing or malformed ones (each names the variable), explicit options and stores, and
 // the default group. Multi-process initialization is in process_group_tcp_process_test.cpp.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <thread>
@@ -199,6 +205,62 @@ TEST_F(InitEnv, SingleRankRunsWithOnlyAStore) {
   auto pg = init_process_group("tcp", o);
   EXPECT_EQ(pg->size(), 1);
   EXPECT_EQ(test::run_all_checks(*pg, /*quick=*/true), "");
+}
+
+// A free TCP port on 127.0.0.1 (free a moment ago).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// errno of connecting to ip:port (0: connected).
+int connect_errno(in_addr ip, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr = ip;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  const int err = rc == 0 ? 0 : errno;
+  ::close(fd);
+  return err;
+}
+
+// Issue 19, 7(c): rank 0 hosted its store on 0.0.0.0 with an empty token even when
+// MASTER_ADDR was 127.0.0.1, so anyone on the network could read the group's join secret.
+// It now listens only on MASTER_ADDR's interface.
+TEST_F(InitEnv, StoreHostedByRankZeroListensOnlyOnMasterAddr) {
+  in_addr other{};
+  bool found = false;
+  ifaddrs* ifs = nullptr;
+  ASSERT_EQ(::getifaddrs(&ifs), 0);
+  for (ifaddrs* i = ifs; i != nullptr && !found; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    other = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+    found = true;
+  }
+  ::freeifaddrs(ifs);
+  if (!found) GTEST_SKIP() << "this machine has no IPv4 address besides loopback";
+  const int port = free_port();
+  const std::string port_s = std::to_string(port);
+  set("RANK", "0");
+  set("WORLD_SIZE", "1");
+  set("MASTER_ADDR", "127.0.0.1");
+  set("MASTER_PORT", port_s.c_str());
+  auto pg = init_process_group("tcp");
+  in_addr loopback{};
+  loopback.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect_errno(loopback, port), 0) << "the store is not on 127.0.0.1:" << port;
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &other, text, sizeof text);
+  EXPECT_EQ(connect_errno(other, port), ECONNREFUSED) << "the store is reachable at " << text << ":" << port;
 }
 
 }  // namespace

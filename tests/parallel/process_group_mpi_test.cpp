@@ -3,7 +3,11 @@
 // match. The closed-form table (process_group_test_util.h), init_process_group("mpi") from
 // mpirun's environment, argument errors, wait timeouts and send/recv. Run on its own (not
 // under mpirun) it is a world of one, and still passes.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -11,6 +15,7 @@
 #include "core/ops/factory.h"
 #include "parallel/distributed/init.h"
 #include "parallel/distributed/mpi/process_group_mpi.h"
+#include "parallel/distributed/tcp_store.h"
 #include "tests/parallel/process_group_test_util.h"
 
 namespace ember::parallel {
@@ -121,6 +126,49 @@ TEST(ProcessGroupMPI, ArgumentErrors) {
   EXPECT_THROW(pg->broadcast(t, pg->size()), ValueError);
   EXPECT_THROW(pg->all_reduce(zeros({2}, kBool)), TypeError);
   pg->barrier()->wait();
+}
+
+// Issue 19, 7(c): under mpirun nobody hands out a store token, so the store rank 0 hosts for
+// a tcp group let any client in (and read the group's join secret). Now rank 0 draws a token
+// and MPI carries it to every rank: the group forms, a client without it is refused.
+TEST(MpiLaunch, TcpGroupStoreNeedsTheTokenPassedThroughMpi) {
+  if (std::getenv("OMPI_COMM_WORLD_RANK") == nullptr) GTEST_SKIP() << "not under mpirun";
+  auto mpi_pg = group();
+  std::vector<uint8_t> port_bytes(2, 0);
+  if (mpi::world_rank() == 0) {  // a port that was free a moment ago, chosen once for all
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    const uint16_t p = ntohs(a.sin_port);
+    port_bytes = {uint8_t(p >> 8), uint8_t(p & 0xff)};
+  }
+  port_bytes = mpi::broadcast_bytes(port_bytes, 2);
+  const int port = port_bytes[0] << 8 | port_bytes[1];
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::unsetenv("EMBER_STORE_TOKEN");
+  InitOptions o;
+  o.timeout_ms = 60'000;
+  auto tcp_pg = init_process_group("tcp", o);
+  EXPECT_EQ(tcp_pg->size(), mpi_pg->size());
+  EXPECT_EQ(test::check_all_reduce(*tcp_pg, kFloat32, 100, ReduceOp::SUM), "");
+  TCPStoreOptions stranger;
+  stranger.timeout_ms = 10'000;
+  try {
+    TCPStore client("127.0.0.1", static_cast<uint16_t>(port), stranger);
+    ADD_FAILURE() << "a client without the token was let into the store";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("authentication failed"), std::string::npos) << e.what();
+  }
+  tcp_pg->barrier()->wait();  // nobody leaves (rank 0 takes the store down) before all checked
+  destroy_process_group();
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "core/error_code.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -36,10 +37,6 @@ namespace {
 
 enum : uint8_t { kFetch = 1, kReset = 2 };
 enum : uint8_t { kBatch = 1, kError = 2, kExhausted = 3 };
-enum : uint8_t {
-  kErrGeneric = 0, kErrValue, kErrType, kErrIndex, kErrNotImplemented, kErrOutOfMemory, kErrTimeout,
-  kErrStd, kErrUnknown
-};
 constexpr size_t kAlignment = 64;
 constexpr int kShutdownGraceMs = 1000;
 constexpr int kFailGraceMs = 50;
@@ -48,34 +45,11 @@ constexpr int64_t kDrainTimeoutMs = 60000;
 
 std::atomic<uint64_t> g_next_engine_id{0};
 
-uint8_t classify(const std::exception& e) {
-  if (dynamic_cast<const ValueError*>(&e)) return kErrValue;
-  if (dynamic_cast<const TypeError*>(&e)) return kErrType;
-  if (dynamic_cast<const IndexError*>(&e)) return kErrIndex;
-  if (dynamic_cast<const NotImplementedError*>(&e)) return kErrNotImplemented;
-  if (dynamic_cast<const OutOfMemoryError*>(&e)) return kErrOutOfMemory;
-  if (dynamic_cast<const TimeoutError*>(&e)) return kErrTimeout;
-  if (dynamic_cast<const Error*>(&e)) return kErrGeneric;
-  return kErrStd;
-}
-
-[[noreturn]] void throw_typed(int type, const std::string& msg) {
-  switch (type) {
-    case kErrValue: throw ValueError(msg);
-    case kErrType: throw TypeError(msg);
-    case kErrIndex: throw IndexError(msg);
-    case kErrNotImplemented: throw NotImplementedError(msg);
-    case kErrOutOfMemory: throw OutOfMemoryError(msg);
-    case kErrTimeout: throw TimeoutError(msg);
-    default: throw Error(msg);
-  }
-}
-
-std::string error_frame(uint64_t id, uint8_t type, const std::string& msg) {
+std::string error_frame(uint64_t id, ErrorCode code, const std::string& msg) {
   ByteWriter w;
   w.put<uint8_t>(kError);
   w.put<uint64_t>(id);
-  w.put<uint8_t>(type);
+  w.put<uint8_t>(static_cast<uint8_t>(code));
   w.put_string(msg);
   return w.take();
 }
@@ -129,14 +103,12 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
   const std::string who = "DataLoader worker " + std::to_string(worker_id);
 
   // An error outside a fetch (worker_init_fn, reset) is the answer to the next fetch.
-  std::optional<std::pair<uint8_t, std::string>> init_error, reset_error;
+  std::optional<std::pair<ErrorCode, std::string>> init_error, reset_error;
   auto capture = [](auto& slot, auto&& f) {
     try {
       f();
-    } catch (const std::exception& e) {
-      slot = std::make_pair(classify(e), std::string(e.what()));
     } catch (...) {
-      slot = std::make_pair(static_cast<uint8_t>(kErrUnknown), std::string("unknown exception"));
+      slot = describe_exception(std::current_exception());
     }
   };
   if (body.init) capture(init_error, [&] { body.init(worker_id); });
@@ -164,7 +136,7 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
       reply = error_frame(id, reset_error->first, reset_error->second);
       reset_error.reset();
     } else {
-      std::optional<std::pair<uint8_t, std::string>> err;
+      std::optional<std::pair<ErrorCode, std::string>> err;
       capture(err, [&] {
         std::optional<BatchEncoder> enc = body.fetch(indices);
         if (!enc) {
@@ -313,7 +285,7 @@ std::optional<RawBatch> MultiprocessEngine::next() {
       case SlotKind::kExhausted: continue;
       case SlotKind::kError:
         dispatch();  // keep the pipeline full for whoever continues after catching
-        throw_typed(slot.error_type, worker_name(slot.worker) + " raised: " + slot.message);
+        throw_exception(slot.error_code, worker_name(slot.worker) + " raised: " + slot.message);
     }
   }
 }
@@ -407,7 +379,7 @@ bool MultiprocessEngine::receive_from(int w, bool discard) {
     slot.kind = SlotKind::kBatch;
   } else if (kind == kError) {
     slot.kind = SlotKind::kError;
-    slot.error_type = r.get<uint8_t>();
+    slot.error_code = static_cast<ErrorCode>(r.get<uint8_t>());
     slot.message = r.get_string();
   } else {
     EMBER_INTERNAL_ASSERT(kind == kExhausted, "unknown DataLoader reply kind ", int(kind));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error_code.h"
 #include "core/tensor.h"
 #include "data/batch_codec.h"
 #include "data/detail/shm_segment.h"
@@ -74,7 +75,7 @@ class MultiprocessEngine {
   struct Slot {
     SlotKind kind = SlotKind::kBatch;
     RawBatch batch;
-    int error_type = 0;
+    ErrorCode error_code = ErrorCode::kError;
     std::string message;
     int worker = 0;
   };

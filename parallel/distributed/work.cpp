@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <stdexcept>
+#include <tuple>
 
 #include "core/error.h"
 
@@ -27,18 +28,7 @@ void Work::throw_timeout(int64_t timeout_ms) const {
               " ms; the operation is still running (wait again, or see parallel/README.md)");
 }
 
-std::exception_ptr Work::make_error_locked() const {
-  switch (kind_) {
-    case ErrorKind::NONE: return nullptr;
-    case ErrorKind::ERROR: return std::make_exception_ptr(Error(message_));
-    case ErrorKind::VALUE: return std::make_exception_ptr(ValueError(message_));
-    case ErrorKind::TYPE: return std::make_exception_ptr(TypeError(message_));
-    case ErrorKind::DISTRIBUTED: return std::make_exception_ptr(DistributedError(message_));
-    case ErrorKind::TIMEOUT: return std::make_exception_ptr(TimeoutError(message_));
-    case ErrorKind::OTHER: return std::make_exception_ptr(std::runtime_error(message_));
-  }
-  return nullptr;
-}
+std::exception_ptr Work::make_error_locked() const { return failed_ ? make_exception(code_, message_) : nullptr; }
 
 void Work::wait(int64_t timeout_ms) {
   if (!wait_finished(timeout_ms)) throw_timeout(timeout_ms);
@@ -57,7 +47,7 @@ bool Work::is_completed() {
 
 bool Work::is_success() {
   std::lock_guard<std::mutex> lock(mutex_);
-  return done_ && kind_ == ErrorKind::NONE;
+  return done_ && !failed_;
 }
 
 std::exception_ptr Work::exception() {
@@ -77,27 +67,12 @@ void Work::add_callback(std::function<void(Work&)> callback) {
 }
 
 void Work::finish(std::exception_ptr error) {
-  ErrorKind kind = ErrorKind::NONE;
+  const bool failed = error != nullptr;
+  ErrorCode code = ErrorCode::kError;
   std::string message;
-  if (error) {
-    // Most derived first: the ember types all derive from Error.
-    try {
-      std::rethrow_exception(error);
-    } catch (const DistributedError& e) {
-      kind = ErrorKind::DISTRIBUTED, message = e.what();
-    } catch (const TimeoutError& e) {
-      kind = ErrorKind::TIMEOUT, message = e.what();
-    } catch (const ValueError& e) {
-      kind = ErrorKind::VALUE, message = e.what();
-    } catch (const TypeError& e) {
-      kind = ErrorKind::TYPE, message = e.what();
-    } catch (const Error& e) {
-      kind = ErrorKind::ERROR, message = e.what();
-    } catch (const std::exception& e) {
-      kind = ErrorKind::OTHER, message = e.what();
-    } catch (...) {
-      kind = ErrorKind::OTHER, message = description_ + " failed with a non-standard exception";
-    }
+  if (failed) {
+    std::tie(code, message) = describe_exception(error);
+    if (code == ErrorCode::kUnknown) message = description_ + " failed with a non-standard exception";
     error = nullptr;
   }
   std::vector<std::function<void(Work&)>> callbacks;
@@ -105,7 +80,8 @@ void Work::finish(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;
     done_ = true;
-    kind_ = kind;
+    failed_ = failed;
+    code_ = code;
     message_ = std::move(message);
     finishing_thread_ = std::this_thread::get_id();
   }

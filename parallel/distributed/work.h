@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/error_code.h"
+
 namespace ember::parallel {
 
 class Work {
@@ -36,8 +38,8 @@ class Work {
   virtual bool is_completed();
   /// True once finished without an error.
   bool is_success();
-  /// The error the operation failed with (a fresh copy with the same message, typed
-  /// DistributedError, TimeoutError, ValueError, TypeError, else Error), or null (also
+  /// The error the operation failed with (a fresh copy with the same message and ember
+  /// type, see core/error_code.h; any other exception comes back as Error), or null (also
   /// while it is still running).
   std::exception_ptr exception();
   const std::string& description() const { return description_; }
@@ -65,9 +67,9 @@ class Work {
   bool done_ = false;                                   // guarded by mutex_: finished
   bool released_ = false;                               // guarded by mutex_: callbacks ran, waiters may go
   std::thread::id finishing_thread_;                    // guarded by mutex_
-  // The failure, as its type and message; kind_ NONE means success.
-  enum class ErrorKind { NONE, ERROR, VALUE, TYPE, DISTRIBUTED, TIMEOUT, OTHER };
-  ErrorKind kind_ = ErrorKind::NONE;                    // guarded by mutex_
+  // The failure, as its type and message.
+  bool failed_ = false;                                 // guarded by mutex_
+  ErrorCode code_ = ErrorCode::kError;                  // guarded by mutex_
   std::string message_;                                 // guarded by mutex_
   std::exception_ptr make_error_locked() const;
   std::vector<std::function<void(Work&)>> callbacks_;   // guarded by mutex_

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/error_text.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/tensor.h"
@@ -32,19 +33,7 @@ const std::vector<DType> kAll = {kFloat32, kFloat64, kInt64, kInt32, kBool};
 const std::vector<DType> kNumeric = {kFloat32, kFloat64, kInt64, kInt32};
 const std::vector<DType> kFloating = {kFloat32, kFloat64};
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
+using support::error_of;
 
 std::string trace(const char* op, DType dt, Layout l, const IntList& shape) {
   return std::string(op) + " " + dtype_name(dt) + " " + ref::layout_name(l) + " " + ref::shape_str(shape);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/error_text.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/tensor.h"
@@ -20,19 +21,7 @@ using ::testing::HasSubstr;
 using ref::Array;
 using ref::Layout;
 
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
+using support::error_of;
 
 Array iota(IntList shape) {
   Array a = Array::filled(std::move(shape), 0);

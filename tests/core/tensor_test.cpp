@@ -2,6 +2,7 @@
 // item/to_vector, dtype and device conversion, clone/contiguous/copy_, version counters and
 // printing. Values are checked against tests/support/reference.h, which reads tensors through
 // their strides without any ember op.
+#include "tests/support/error_text.h"
 #include "core/tensor.h"
 
 #include <gmock/gmock.h>
@@ -28,21 +29,7 @@ using ref::Layout;
 
 const std::vector<DType> kDtypes = {kFloat32, kFloat64, kInt64, kInt32, kBool};
 
-// Runs f and returns the message of the E it throws (fails the test if it throws nothing or
-// something else).
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "did not throw";
-  return {};
-}
+using support::error_of;
 
 // ---- factories ------------------------------------------------------------------------------
 

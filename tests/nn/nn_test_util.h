@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/error_text.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -58,14 +59,6 @@ inline bool bit_equal(const Tensor& a, const Tensor& b) {
   return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using support::error_of;
 
 }  // namespace ember::nn::testing

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/error_text.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "core/ops/factory.h"
@@ -30,15 +31,7 @@ Tensor positional(int64_t T, int64_t B, int64_t F, DType dtype = kFloat32) {
 std::vector<double> values(const Tensor& t) { return native::to(t, kFloat64).to_vector<double>(); }
 std::vector<int64_t> ints(const Tensor& t) { return t.to_vector<int64_t>(); }
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using support::error_of;
 
 TEST(PackPaddedSequence, SortedInputPacksStepMajor) {
   Tensor x = positional(4, 3, 2);

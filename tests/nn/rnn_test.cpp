@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/error_text.h"
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
@@ -27,15 +28,7 @@ using utils::rnn::pack_padded_sequence;
 using utils::rnn::pad_packed_sequence;
 using Mode = detail::RnnMode;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using support::error_of;
 
 Tensor randn64(const IntList& sizes) { return native::to(randn(sizes), kFloat64); }
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "tests/support/error_text.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "parallel/distributed/hash_store.h"
@@ -64,16 +65,7 @@ class InitEnv : public ::testing::Test {
   static void set(const char* k, const char* v) { ::setenv(k, v, 1); }
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("not a ValueError: ") + e.what();
-  }
-  return "no error";
-}
+using support::error_of;
 
 TEST_F(InitEnv, ReadsTorchrunVariables) {
   set("RANK", "2");
@@ -122,36 +114,36 @@ TEST_F(InitEnv, MalformedVariablesAreValueErrorsNamingThem) {
     SetUp();
     set(name, value);
     if (std::string(value).empty()) continue;  // an empty variable counts as unset
-    const std::string msg = error_of([] { read_distributed_env(); });
+    const std::string msg = error_of<ValueError>([] { read_distributed_env(); });
     EXPECT_NE(msg.find(name), std::string::npos) << name << "=" << value << ": " << msg;
   }
 }
 
 TEST_F(InitEnv, MissingVariablesAreValueErrorsNamingThem) {
-  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("RANK"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("tcp"); }).find("RANK"), std::string::npos);
   set("RANK", "0");
-  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("tcp"); }).find("WORLD_SIZE"), std::string::npos);
   set("WORLD_SIZE", "2");
-  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("MASTER_ADDR"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("tcp"); }).find("MASTER_ADDR"), std::string::npos);
   set("MASTER_ADDR", "127.0.0.1");
-  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("MASTER_PORT"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("tcp"); }).find("MASTER_PORT"), std::string::npos);
   set("RANK", "2");
   set("MASTER_PORT", "1234");
-  EXPECT_NE(error_of([] { init_process_group("tcp"); }).find("rank 2 is not below world_size 2"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("tcp"); }).find("rank 2 is not below world_size 2"), std::string::npos);
 }
 
 TEST_F(InitEnv, UnknownBackendAndInitMethodAreValueErrors) {
-  EXPECT_NE(error_of([] { init_process_group("gloo"); }).find("gloo"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("gloo"); }).find("gloo"), std::string::npos);
   InitOptions o;
   o.rank = 0;
   o.world_size = 1;
   o.init_method = "carrier-pigeon://x";
-  EXPECT_NE(error_of([&] { init_process_group("tcp", o); }).find("carrier-pigeon"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([&] { init_process_group("tcp", o); }).find("carrier-pigeon"), std::string::npos);
   o.init_method = "tcp://nohostport";
-  EXPECT_NE(error_of([&] { init_process_group("tcp", o); }).find("tcp://host:port"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([&] { init_process_group("tcp", o); }).find("tcp://host:port"), std::string::npos);
 #if !EMBER_HAVE_NCCL
   o.init_method = "";
-  EXPECT_NE(error_of([&] { init_process_group("nccl", o); }).find("not built"), std::string::npos);
+  EXPECT_NE(error_of<ValueError>([&] { init_process_group("nccl", o); }).find("not built"), std::string::npos);
 #endif
 }
 

@@ -36,6 +36,16 @@
 //   plain_concurrent_efficiency_2r         busy cores cost each other without DDP (1r / that)
 //   ddp_step_ms_2r_bucket_view             DDP with gradient_as_bucket_view (no copy back)
 //   ddp_scaling_efficiency_2r_bucket_view  1r / that
+//   ddp_vs_plain_concurrent_2r             plain_step_ms_2r / ddp_step_ms_2r: DDP's two-rank step
+//                                          against two plain processes stepping at the same time,
+//                                          the cost DDP itself adds on this machine (goal >= 0.98)
+//   zero_optimizer_bytes_ratio_2r          the optimizer state a first Adam step leaves allocated
+//                                          (allocator stats) under ZeroRedundancyOptimizer, the
+//                                          larger rank's, over plain Adam's (ideal 0.5)
+//   torch_ddp_step_ms_1r / _2r             PyTorch (Debian's 1.13, bench_ddp_torch.py, gloo) on the
+//                                          same model and batch, after ember's ranks, same binding
+//   torch_ddp_scaling_efficiency_2r        its 1r / 2r
+//   ddp_step_vs_torch_ddp_ratio            ember's ddp_step_ms_2r / torch's (goal <= 0.3)
 //   machine_load_avg                       1-minute load average (/proc/loadavg) after the run
 // plus `#` lines with the load before and after and the core count: read the wall figures
 // against them (the 2r figure needs two idle cores). EMBER_BENCH_DDP_STEPS sets the timed steps
@@ -55,6 +65,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +75,7 @@
 #include <vector>
 
 #include "core/cpu_affinity.h"
+#include "core/allocator.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -78,6 +90,7 @@
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/zero_redundancy_optimizer.h"
 #include "bench/tagger_model.h"
 
 // Note [Settle step]
@@ -167,6 +180,41 @@ std::vector<double> from_bytes(const std::vector<uint8_t>& b) {
 
 // One rank's whole run. Rank 0 hosts the store and writes its port to `port_fd`; rank 1
 // connects to `port`. Rank 0 prints the figures.
+// PyTorch's DDP (gloo) on the same model and batch in the same run: bench_ddp_torch.py spawns
+// its own two ranks (bound to their own CPUs, one thread each) after ember's ranks are done.
+void run_torch_ddp_peer(double ember_1r_ms, double ember_2r_ms, const Tensor& lengths, int steps) {
+  const char* py = std::getenv("EMBER_BENCH_PYTHON");
+  std::string csv;
+  for (int64_t v : lengths.to_vector<int64_t>()) csv += (csv.empty() ? "" : ",") + std::to_string(v);
+  const std::string cmd = std::string(py != nullptr ? py : "/usr/bin/python3") + " " + EMBER_BENCH_DDP_TORCH_SCRIPT +
+                          " " + csv + " " + std::to_string(steps) + " " + std::to_string(kWarmup) + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  double t1 = 0, t2 = 0;
+  std::string version;
+  if (f != nullptr) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      double v = 0;
+      char ver[128];
+      if (std::sscanf(line, "torch_ddp_step_ms_1r %lf", &v) == 1) t1 = v;
+      if (std::sscanf(line, "torch_ddp_step_ms_2r %lf", &v) == 1) t2 = v;
+      if (std::strncmp(line, "torch ", 6) == 0 && std::sscanf(line + 6, "%127s", ver) == 1) version = ver;
+    }
+    ::pclose(f);
+  }
+  if (t1 <= 0 || t2 <= 0) {
+    std::printf("# torch DDP peer unavailable (%s did not report); ember figures only\n", cmd.c_str());
+    return;
+  }
+  std::printf("# torch %s, DDP over gloo, 2 ranks bound to their own CPUs, one thread each\n", version.c_str());
+  std::printf("torch_ddp_step_ms_1r %.3f ms\n", t1);
+  std::printf("torch_ddp_step_ms_2r %.3f ms\n", t2);
+  std::printf("torch_ddp_scaling_efficiency_2r %.3f ratio\n", t1 / t2);
+  std::printf("ddp_step_vs_torch_ddp_ratio %.3f ratio\n", ember_2r_ms / t2);
+  (void)ember_1r_ms;
+  std::fflush(stdout);
+}
+
 int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_fd, uint16_t port) {
   // As ember-run's --cpu-bind auto: each rank on its own block of this process's CPUs.
   if (cpu_bind) {
@@ -268,7 +316,37 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     overlap.push_back(ddp.reducer().last_overlap_fraction());
   }
 
+  // ZeroRedundancyOptimizer: the state bytes a first step leaves allocated, against plain Adam's.
+  auto first_step_bytes = [](const std::function<void()>& step) {
+    const int64_t before = memory_stats(Device::cpu()).allocated_bytes;
+    step();
+    return memory_stats(Device::cpu()).allocated_bytes - before;
+  };
+  auto backward_of = [&](const std::function<Tensor(const Tensor&, const Tensor&)>& forward) {
+    const Batch& b = batches[0];
+    nn::functional::CrossEntropyOptions ce;
+    ce.ignore_index = -100;
+    nn::functional::cross_entropy(reshape(forward(b.tokens, b.lengths), {-1, kVocab}), b.targets, ce).backward();
+  };
+  double zero_bytes_ratio = 0.0;
+  {
+    auto m = single->clone_as();
+    optim::Adam plain_adam(m->parameters(), optim::AdamOptions(1e-3));
+    backward_of([&](const Tensor& t, const Tensor& l) { return m->forward(t, l); });
+    const int64_t plain_bytes = first_step_bytes([&] { plain_adam.step(); });
+    auto z = single->clone_as();
+    parallel::DistributedDataParallel<TaggerModel> zddp(z, pg, dopt);
+    parallel::ZeroRedundancyOptimizer zopt(z->parameters(), pg, [](std::vector<Tensor> p) {
+      return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(1e-3));
+    });
+    backward_of([&](const Tensor& t, const Tensor& l) { return zddp(t, l); });
+    const int64_t zero_bytes = first_step_bytes([&] { zopt.step(); });
+    zero_bytes_ratio = plain_bytes > 0 ? static_cast<double>(zero_bytes) / static_cast<double>(plain_bytes) : 0.0;
+  }
+
+  double ember_1r = 0, ember_2r = 0;
   if (rank != 0) {
+    store->set("bench_ddp/rank1_zero_ratio", to_bytes({zero_bytes_ratio}));
     store->set("bench_ddp/rank1_wall", to_bytes(wall2));
     store->set("bench_ddp/rank1_cpu", to_bytes(cpu2));
     store->set("bench_ddp/rank1_wall_silent", to_bytes(wall3));
@@ -297,6 +375,8 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
       step5[k] = std::max(wall5[k], other_view[k]);
     }
     const double m1 = median(wall1), m2 = median(step2), m3 = median(step3), m4 = median(step4), m5 = median(step5);
+    ember_1r = m1;
+    ember_2r = m2;
     std::printf("ddp_step_ms_1r %.3f ms\n", m1);
     std::printf("ddp_step_ms_2r %.3f ms\n", m2);
     std::printf("ddp_scaling_efficiency_2r %.3f ratio\n", m2 > 0 ? m1 / m2 : 0.0);
@@ -313,6 +393,10 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     std::printf("plain_concurrent_efficiency_2r %.3f ratio\n", m4 > 0 ? m1 / m4 : 0.0);
     std::printf("ddp_step_ms_2r_bucket_view %.3f ms\n", m5);
     std::printf("ddp_scaling_efficiency_2r_bucket_view %.3f ratio\n", m5 > 0 ? m1 / m5 : 0.0);
+    std::printf("ddp_vs_plain_concurrent_2r %.3f ratio\n", m2 > 0 ? m4 / m2 : 0.0);
+    const std::vector<double> other_zero = from_bytes(store->get("bench_ddp/rank1_zero_ratio"));
+    std::printf("zero_optimizer_bytes_ratio_2r %.3f ratio\n",
+                std::max(zero_bytes_ratio, other_zero.empty() ? 0.0 : other_zero[0]));
     std::vector<Tensor> reduced;  // the Reducer's parameter list (see DistributedDataParallel)
     for (auto& [name, p] : replica->named_parameters()) {
       if (p.requires_grad()) reduced.push_back(p);
@@ -332,6 +416,7 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   }
   // Nobody leaves (and rank 0 takes the store server down) before both are done with the store.
   pg->barrier()->wait();
+  if (rank == 0 && ember_2r > 0) run_torch_ddp_peer(ember_1r, ember_2r, batches[0].lengths, steps);
   return 0;
 }
 

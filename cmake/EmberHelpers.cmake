@@ -1,5 +1,8 @@
 # Shared build helpers: warnings, sanitizers, library and test registration.
-set(EMBER_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+# -Werror with GCC, the compiler of every build we ship and test; clang builds only the fuzz
+# targets (preset fuzz) and warns there without failing (e.g. on GCC's own pragmas).
+set(EMBER_WARNINGS -Wall -Wextra $<$<CXX_COMPILER_ID:GNU>:-Werror> -Wno-unused-parameter
+                   $<$<CXX_COMPILER_ID:Clang>:-Wno-unknown-pragmas>)
 
 # EMBER_SANITIZE is one sanitizer or a comma list ("address,undefined", the asan-ubsan preset),
 # passed to the compiler as one -fsanitize= flag. EMBER_SANITIZE_ADDRESS / _UNDEFINED / _THREAD
@@ -29,6 +32,12 @@ set(EMBER_SANITIZE_FLAGS -fsanitize=${EMBER_SANITIZE})
 if(EMBER_SANITIZE_UNDEFINED)
   list(APPEND EMBER_SANITIZE_FLAGS -fno-sanitize-recover=undefined)
 endif()
+# EMBER_BUILD_FUZZ (clang): every ember target gets libFuzzer's coverage instrumentation; the
+# fuzz targets link libFuzzer itself (fuzz/CMakeLists.txt).
+set(EMBER_FUZZ_FLAGS "")
+if(EMBER_BUILD_FUZZ)
+  set(EMBER_FUZZ_FLAGS -fsanitize=fuzzer-no-link)
+endif()
 
 function(ember_target_defaults tgt)
   target_compile_options(${tgt} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${EMBER_WARNINGS}>)
@@ -41,8 +50,8 @@ function(ember_target_defaults tgt)
     #   -Wno-array-bounds: -fsanitize=undefined, std::vector<Tensor*>'s initializer list of two
     #     pointers grown by push_back in nn/detail/rnn_layer.cpp ("subscript 2 is outside").
     target_compile_options(${tgt} PRIVATE
-      $<$<COMPILE_LANGUAGE:CXX>:${EMBER_SANITIZE_FLAGS} -fno-omit-frame-pointer -Wno-maybe-uninitialized
-                                -Wno-array-bounds>)
+      $<$<COMPILE_LANGUAGE:CXX>:${EMBER_SANITIZE_FLAGS} ${EMBER_FUZZ_FLAGS} -fno-omit-frame-pointer>
+      $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized -Wno-array-bounds>)
     target_link_options(${tgt} PUBLIC ${EMBER_SANITIZE_FLAGS})
   endif()
 endfunction()

@@ -103,12 +103,15 @@ StateDict Module::named_buffers(bool recurse) const {
 }
 
 namespace {
+// Reads another module's protected lists through pointers to members of Module. (Casting the
+// Module to ModuleAccess instead is undefined behaviour, no such object exists: UBSan's vptr
+// check in the clang fuzz build reported it on every state_dict().)
 struct ModuleAccess : Module {
   static const std::vector<std::pair<std::string, Tensor>>& params(const Module& m) {
-    return static_cast<const ModuleAccess&>(m).parameters_;
+    return m.*(&ModuleAccess::parameters_);
   }
   static const std::vector<std::pair<std::string, Tensor>>& bufs(const Module& m) {
-    return static_cast<const ModuleAccess&>(m).buffers_;
+    return m.*(&ModuleAccess::buffers_);
   }
 };
 void collect(const Module& m, const std::string& prefix, bool recurse, bool params, StateDict& out) {
@@ -244,7 +247,8 @@ void Module::validate_state_dict(const StateDict& state, bool strict) const {
                   "\" appears more than once in the state_dict");
     EMBER_CHECK_T(ValueError, v.defined(), "load_state_dict for ", name_, ": the tensor for key \"", k,
                   "\" is undefined");
-    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& p) { return p.first == k; });
+    // [&key = k]: clang 14 (the fuzz build) cannot capture a structured binding.
+    auto it = std::find_if(mine.begin(), mine.end(), [&key = k](const auto& p) { return p.first == key; });
     if (it == mine.end()) {
       unexpected.push_back(k);
       continue;
@@ -285,7 +289,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   StateDict mine = state_dict();
   NoGradGuard no_grad;
   for (const auto& [k, v] : state) {
-    auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& p) { return p.first == k; });
+    auto it = std::find_if(mine.begin(), mine.end(), [&key = k](const auto& p) { return p.first == key; });
     if (it == mine.end()) continue;  // unexpected key under strict=false
     Tensor d = it->second;
     native::copy_(d, v);

@@ -12,6 +12,7 @@ pkgs=(
   nlohmann-json3-dev             # safetensors headers, store messages
   wamerican wngerman wfrench witalian wspanish wdutch   # examples/rnn_dp data
   slurmctld slurmd slurm-client  # rnn_dp_launchers_test's one-node Slurm (srun; ~5 s of the suite)
+  clang libclang-rt-dev          # fuzz/: libFuzzer and the sanitizer runtimes it links (preset fuzz)
 )
 if [ "${EMBER_SETUP_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy); fi
 missing=()

@@ -77,7 +77,11 @@ class ByteReader {
 /// when the peer is gone (EPIPE, ECONNRESET); never raises SIGPIPE. Throws ember::Error on
 /// other failures.
 bool send_frame(int fd, std::string_view payload, int attached_fd = -1);
-/// Reads one whole frame; std::nullopt on a clean end of stream or a reset peer. A
+/// Frames longer than this are refused (no DataLoader message comes near it).
+inline constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 32;
+/// Reads one whole frame; std::nullopt on a clean end of stream or a reset peer (also when
+/// the stream ends before the length it announced). Throws ember::Error for a length over
+/// kMaxFrameBytes; memory grows only with the bytes that arrive. A
 /// descriptor sent with the frame goes to *received_fd (close-on-exec), or is closed when
 /// received_fd is null. Throws ember::Error on other failures.
 std::optional<std::string> recv_frame(int fd, io::UniqueFd* received_fd = nullptr);

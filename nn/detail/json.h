@@ -13,6 +13,9 @@ namespace ember::nn::detail {
 
 struct JsonValue {
   enum class Kind { Null, Bool, Number, String, Array, Object };
+  // User-provided: clang 14 (the fuzz build) with libstdc++ 12 cannot check pair<string,
+  // JsonValue>'s default constructor while JsonValue is incomplete if this one is implicit.
+  JsonValue() {}
   Kind kind = Kind::Null;
   bool boolean = false;
   double number = 0.0;

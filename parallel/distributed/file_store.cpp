@@ -155,10 +155,8 @@ void FileStore::append_locked(LockedFile& file, char op, const std::string& raw_
 }
 
 int64_t FileStore::add_locked(LockedFile& file, const std::string& raw_key, int64_t delta) {
-  int64_t value = 0;
   auto it = cache_.find(raw_key);
-  if (it != cache_.end()) value = detail::parse_counter(raw_key, it->second);
-  value += delta;
+  const int64_t value = detail::added_counter(raw_key, it != cache_.end() ? &it->second : nullptr, delta);
   append_locked(file, kOpSet, raw_key, detail::format_counter(value));
   return value;
 }

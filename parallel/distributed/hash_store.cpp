@@ -29,8 +29,7 @@ int64_t HashStore::add_impl(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(key);
-    if (it != map_.end()) value = detail::parse_counter(key, it->second);
-    value += delta;
+    value = detail::added_counter(key, it != map_.end() ? &it->second : nullptr, delta);
     map_[key] = detail::format_counter(value);
   }
   cv_.notify_all();

@@ -103,6 +103,14 @@ std::chrono::steady_clock::time_point deadline_after(int64_t timeout_ms) {
 
 std::vector<uint8_t> format_counter(int64_t value) { return to_bytes(std::to_string(value)); }
 
+int64_t added_counter(const std::string& key, const std::vector<uint8_t>* current, int64_t delta) {
+  const int64_t value = current != nullptr ? parse_counter(key, *current) : 0;
+  int64_t sum = 0;
+  EMBER_CHECK_T(ValueError, !__builtin_add_overflow(value, delta, &sum), "Store::add: key '", key, "' holds ", value,
+                "; adding ", delta, " overflows the 64-bit counter");
+  return sum;
+}
+
 std::string format_keys(const std::vector<std::string>& keys) {
   std::string out = "[";
   for (size_t i = 0; i < keys.size(); ++i) {

@@ -85,6 +85,10 @@ namespace detail {
 /// Parses a counter written by add(); throws ValueError naming key otherwise.
 int64_t parse_counter(const std::string& key, const std::vector<uint8_t>& value);
 std::vector<uint8_t> format_counter(int64_t value);
+/// The counter add(key, delta) leaves: `current` parsed (0 when null) plus delta. Throws
+/// ValueError naming key when current is not a counter or the sum overflows 64 bits; every
+/// store's add goes through it, so an add that fails changes nothing.
+int64_t added_counter(const std::string& key, const std::vector<uint8_t>* current, int64_t delta);
 /// now + timeout_ms, saturating (about a century at most) instead of overflowing, so a
 /// caller may pass a huge timeout to mean "practically forever".
 std::chrono::steady_clock::time_point deadline_after(int64_t timeout_ms);

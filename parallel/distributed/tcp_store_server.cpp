@@ -285,10 +285,8 @@ class Session : public std::enable_shared_from_this<Session> {
         std::string key = r.string();
         const int64_t delta = r.i64();
         expect_end(r);
-        int64_t value = 0;
         auto it = data.find(key);
-        if (it != data.end()) value = detail::parse_counter(key, it->second);
-        value += delta;
+        const int64_t value = detail::added_counter(key, it != data.end() ? &it->second : nullptr, delta);
         server_.insert(key, detail::format_counter(value));
         server_.key_written(key);
         respond(ok().i64(value));

@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <thread>
 #include <dirent.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -55,6 +56,45 @@ TEST(Wire, SendToClosedPeerReturnsFalseWithoutSigpipe) {
 TEST(Wire, TruncatedMessageThrows) {
   detail::ByteReader r(std::string_view("abc", 3));
   EXPECT_THROW(r.get<uint64_t>(), Error);
+}
+
+// Regression (fuzz/corpus/dataloader_wire/crash_*): a frame header announcing 2^56 bytes made
+// recv_frame allocate them before reading (std::length_error, or an allocation failure).
+TEST(Wire, AnnouncedLengthCostsOnlyTheBytesThatArrive) {
+  auto frame_with_header = [](uint64_t announced, size_t sent) {
+    int sv[2];
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    std::string bytes(reinterpret_cast<const char*>(&announced), sizeof announced);
+    bytes += std::string(sent, 'x');
+    EXPECT_EQ(::write(sv[0], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    ::close(sv[0]);
+    return sv[1];
+  };
+  // Announced but never sent: the end of stream, no allocation of the announced size.
+  int fd = frame_with_header(detail::kMaxFrameBytes, 1000);
+  EXPECT_FALSE(detail::recv_frame(fd).has_value());
+  ::close(fd);
+  // Over the limit: an ember::Error naming the length.
+  fd = frame_with_header(uint64_t{1} << 56, 10);
+  try {
+    detail::recv_frame(fd);
+    ADD_FAILURE() << "expected ember::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("72057594037927936 bytes"), std::string::npos) << e.what();
+  }
+  ::close(fd);
+  // A frame longer than the first 64 KiB step still arrives whole.
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::string big(300000, 'y');
+  big[299999] = 'z';
+  std::thread writer([&] { EXPECT_TRUE(detail::send_frame(sv[0], big)); });
+  auto got = detail::recv_frame(sv[1]);
+  writer.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, big);
+  ::close(sv[0]);
+  ::close(sv[1]);
 }
 
 size_t open_fd_count() {

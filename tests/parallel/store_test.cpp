@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "core/error.h"
@@ -164,6 +165,21 @@ TEST_P(StoreTest, AddOnANonIntegerThrowsValueError) {
   EXPECT_THROW(s[0]->add("text", 1), ValueError);
   EXPECT_EQ(s[0]->get_string("text"), "abc");
   EXPECT_EQ(s[0]->add("fine", 1), 1);  // and the store keeps working
+}
+
+// Regression (fuzz/corpus/store_frame/crash_add_overflow): an add past INT64_MAX was signed
+// overflow (UBSan in the server); now a ValueError that leaves the counter as it was.
+TEST_P(StoreTest, AddThatOverflowsThrowsValueErrorAndKeepsTheCounter) {
+  auto s = stores(1);
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(s[0]->add("c", kMax), kMax);
+  EXPECT_THROW(s[0]->add("c", 1), ValueError);
+  EXPECT_EQ(s[0]->get_string("c"), std::to_string(kMax));
+  EXPECT_EQ(s[0]->add("low", kMin), kMin);
+  EXPECT_THROW(s[0]->add("low", -1), ValueError);
+  EXPECT_EQ(s[0]->get_string("low"), std::to_string(kMin));
+  EXPECT_EQ(s[0]->add("c", -kMax), 0);  // and the store keeps working
 }
 
 TEST_P(StoreTest, CompareSetFollowsPyTorchSemantics) {

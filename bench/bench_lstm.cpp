@@ -13,6 +13,8 @@
 // the layer's per-step shape) through PackedRhs under each kernel this CPU runs against
 // OpenBLAS on the same operands. EMBER_CPU_ISA=avx2 (and OPENBLAS_CORETYPE=Haswell) show what
 // an AVX2-only machine gets.
+// `--device cuda:N` times the same step on that GPU instead (gpu_lstm_train_step_ms); without a
+// CUDA device it prints a `#` line saying so and exits 0.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +36,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "core/stream.h"
 #include "core/thread_pool.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
@@ -72,7 +75,8 @@ struct Model {
   Tensor tokens, targets;
   std::vector<int64_t> lengths;
 
-  explicit Model(std::vector<int64_t> lens) : lengths(std::move(lens)) {
+  explicit Model(std::vector<int64_t> lens, Device device = Device::cpu()) : lengths(std::move(lens)) {
+    for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) m->to(device);
     std::vector<Tensor> params;
     for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) {
       for (const Tensor& p : m->parameters()) params.push_back(p);
@@ -84,6 +88,8 @@ struct Model {
       for (int64_t t = lengths[static_cast<size_t>(b)]; t < kSteps; ++t) tg[static_cast<size_t>(b * kSteps + t)] = -100;
     }
     targets = from_vector<int64_t>(tg, {kBatch * kSteps});
+    tokens = ember::to(tokens, device);
+    targets = ember::to(targets, device);
   }
 
   void step() {
@@ -166,8 +172,43 @@ void print_gemm_lines(double step_ms, const std::vector<int64_t>& lengths) {
 
 }  // namespace
 
-int main() {
+// The training step on a GPU: gpu_lstm_train_step_ms (median, the stream synchronized per step).
+int run_on_gpu(Device device, const std::vector<int64_t>& lengths, int steps) {
+  if (device.index >= cuda_device_count()) {
+    std::printf("# skipped: --device %s needs a GPU, and %d CUDA device(s) are visible%s\n", device.str().c_str(),
+                cuda_device_count(), cuda_device_count() == 0 ? " (no GPU or no CUDA build)" : "");
+    return 0;
+  }
+  try {
+    Model model(lengths, device);
+    for (int i = 0; i < kWarmup; ++i) model.step();
+    current_stream(device).synchronize();
+    std::vector<double> ms;
+    for (int i = 0; i < steps; ++i) {
+      auto t0 = Clock::now();
+      model.step();
+      current_stream(device).synchronize();
+      ms.push_back(ms_since(t0));
+    }
+    std::printf("gpu_lstm_train_step_ms %.3f ms\n", median(ms));
+  } catch (const Error& e) {
+    std::printf("# gpu step failed on %s: %s\n", device.str().c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
+  Device device = Device::cpu();
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+      device = Device(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda:N]\n", argv[0]);
+      return 2;
+    }
+  }
   int steps = 25;
   if (const char* s = std::getenv("EMBER_BENCH_LSTM_STEPS")) steps = std::max(20, std::atoi(s));
   manual_seed(0);
@@ -178,6 +219,7 @@ int main() {
     if (i > 0) csv.push_back(',');
     csv.append(std::to_string(lengths[i]));
   }
+  if (device.is_cuda()) return run_on_gpu(device, lengths, steps);
 
   const char* py = std::getenv("EMBER_BENCH_PYTHON");
   TorchPeer torch(py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT, {csv});

@@ -5,6 +5,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
+#include "core/cuda/cuda_stream.h"
 #include "core/device.h"
 
 namespace ember::cuda {
@@ -50,6 +51,9 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int im = static_cast<int>(m), in = static_cast<int>(n), ik = static_cast<int>(k);
   std::lock_guard<std::mutex> lock(slot.mutex);
+  // Bound to the caller's current stream on every call: the handle is shared by threads whose
+  // current streams differ (Note [Current stream]).
+  EMBER_CUBLAS_CHECK(cublasSetStream(slot.handle, current_stream(device_index)));
   if (dtype == kFloat32) {
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
     EMBER_CUBLAS_CHECK(cublasSgemm(slot.handle, op_b, op_a, in, im, ik, &fa, static_cast<const float*>(b),

@@ -12,6 +12,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_memory.h"
+#include "core/cuda/cuda_stream.h"
 #include "core/cuda/kernels.h"
 #include "core/ops/detail/plan.h"
 
@@ -21,8 +22,9 @@ namespace {
 
 using native::detail::CudaKernels;
 
-// Every operand of a plan is on one device (checked by the ops); the output decides.
-int plan_device(const kernels::ElementwisePlan& plan) { return device_of_pointer(plan.data[0]); }
+// Every operand of a plan is on one device (checked by the ops); the output decides. The plan
+// carries its index, so no op asks the driver where a pointer lives.
+int plan_device(const kernels::ElementwisePlan& plan) { return plan.device_index; }
 
 void binary(kernels::BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan) {
   if (plan.numel == 0) return;
@@ -49,29 +51,39 @@ void cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
   if (to == from && plan.ndim == 1 && plan.strides[0][0] == es && plan.strides[1][0] == es) {
     // A dense same-dtype copy on one device.
     EMBER_CUDA_CHECK(cudaMemcpyAsync(plan.data[0], plan.data[1], static_cast<size_t>(plan.numel * es),
-                                     cudaMemcpyDeviceToDevice, /*stream=*/0));
+                                     cudaMemcpyDeviceToDevice, current_stream(plan.device_index)));
     return;
   }
   launch_cast(to, from, plan);
 }
 
-// Host memory is pageable: cudaMemcpy to the device returns once the source has been staged,
-// and from the device once the copy is complete, so the caller may reuse/read host memory at once.
+// Copies are queued on the current stream of the CUDA side; one with a host side is waited for, so the caller may
+// reuse or read host memory at once and the copy is ordered after the kernels that produced
+// the source on that stream.
+void copy_on_stream(void* dst, const void* src, size_t num_bytes, cudaMemcpyKind kind, int device_index) {
+  CudaDeviceGuard guard(device_index);
+  const cudaStream_t stream = current_stream(device_index);
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, num_bytes, kind, stream));
+  if (kind != cudaMemcpyDeviceToDevice) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes) {
   if (num_bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, num_bytes);
   } else if (src_device.is_cpu()) {
-    CudaDeviceGuard guard(dst_device.index);
-    EMBER_CUDA_CHECK(cudaMemcpy(dst, src, num_bytes, cudaMemcpyHostToDevice));
+    copy_on_stream(dst, src, num_bytes, cudaMemcpyHostToDevice, dst_device.index);
   } else if (dst_device.is_cpu()) {
-    CudaDeviceGuard guard(src_device.index);
-    EMBER_CUDA_CHECK(cudaMemcpy(dst, src, num_bytes, cudaMemcpyDeviceToHost));
+    copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToHost, src_device.index);
   } else if (dst_device.index == src_device.index) {
-    CudaDeviceGuard guard(dst_device.index);
-    EMBER_CUDA_CHECK(cudaMemcpy(dst, src, num_bytes, cudaMemcpyDeviceToDevice));
+    copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToDevice, dst_device.index);
   } else {
-    // Ordered after pending work on both devices' default streams (works without peer access).
+    // Ordered after pending work on both devices' legacy default streams (works without peer
+    // access); then wait for both current streams' prior work too.
+    {
+      CudaDeviceGuard guard(src_device.index);
+      EMBER_CUDA_CHECK(cudaStreamSynchronize(current_stream(src_device.index)));
+    }
     EMBER_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, num_bytes));
   }
 }
@@ -80,7 +92,7 @@ void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels
             void* out, int64_t* out_idx, double scale, int device_index) {
   if (plan.out_numel == 0) return;
   CudaDeviceGuard guard(device_index);
-  launch_reduce(op, in_dtype, out_dtype, plan, in, out, out_idx, scale);
+  launch_reduce(op, in_dtype, out_dtype, plan, in, out, out_idx, scale, device_index);
 }
 
 void synchronize(int device_index) {
@@ -97,6 +109,14 @@ CudaKernels g_kernels{
     .gemm = &gemm,
     .synchronize = &synchronize,
     .reduce = &reduce,
+    .index_first_out_of_range = &index_first_out_of_range,
+    .first_invalid_probability = &first_invalid_probability,
+    .index_gather = &index_gather,
+    .index_scatter_add = &index_scatter_add,
+    .one_hot = &one_hot,
+    .softmax = &softmax,
+    .softmax_backward = &softmax_backward,
+    .random = &random,
 };
 
 }  // namespace

@@ -8,6 +8,21 @@
 namespace ember::cuda::detail {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line);
+
+// Note [CUDA error reporting]
+// A kernel fails asynchronously: its error surfaces at a later CUDA call, often a synchronizing
+// one (a copy to the host, cudaStreamSynchronize). after_launch() checks the launch itself
+// (bad configuration: the kernel is named) and remembers the kernel as the calling thread's
+// last launch; an error reported by a later call names that kernel as the last one launched
+// before it. With EMBER_CUDA_LAUNCH_BLOCKING=1 every launch is followed by a synchronize of its
+// stream, so an error is thrown at the launch of the kernel that failed, naming it.
+
+/// Checks the launch just queued on `stream` (see Note [CUDA error reporting]).
+void after_launch(const char* kernel_name, cudaStream_t stream);
+/// EMBER_CUDA_LAUNCH_BLOCKING=1 in the environment (read once).
+bool launch_blocking();
+/// The last kernel launched by the calling thread, or nullptr.
+const char* last_launched_kernel();
 }  // namespace ember::cuda::detail
 
 /// Throws unless the CUDA runtime call `expr` returns cudaSuccess (clears the error state first).

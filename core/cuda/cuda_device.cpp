@@ -32,8 +32,15 @@ void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int l
     ::ember::detail::throw_error<OutOfMemoryError>(file, line, "CUDA error: ", cudaGetErrorString(err), " (",
                                                    cudaGetErrorName(err), ") in `", expr, "` on ", device);
   }
+  // See Note [CUDA error reporting]: an error from a kernel surfaces at a later call.
+  const char* last = last_launched_kernel();
+  const std::string hint =
+      last == nullptr ? std::string()
+                      : std::string("; the last kernel launched by this thread was `") + last +
+                            "` (kernel errors are reported by the next synchronizing call; run with "
+                            "EMBER_CUDA_LAUNCH_BLOCKING=1 to name the kernel that failed)";
   ::ember::detail::throw_error<Error>(file, line, "CUDA error: ", cudaGetErrorString(err), " (", cudaGetErrorName(err),
-                                      ") in `", expr, "` on ", device);
+                                      ") in `", expr, "` on ", device, hint);
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
@@ -50,15 +57,6 @@ CudaDeviceGuard::CudaDeviceGuard(int device_index) : current_(device_index) {
 
 CudaDeviceGuard::~CudaDeviceGuard() {
   if (previous_ != current_ && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
-}
-
-int device_of_pointer(const void* ptr) {
-  if (cuda_device_count() <= 1) return 0;
-  cudaPointerAttributes attr{};
-  EMBER_CUDA_CHECK(cudaPointerGetAttributes(&attr, ptr));
-  EMBER_INTERNAL_ASSERT(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
-                        "expected CUDA device memory in a CUDA kernel");
-  return attr.device;
 }
 
 }  // namespace cuda

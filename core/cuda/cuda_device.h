@@ -1,5 +1,5 @@
 // Device selection helpers of the CUDA backend: an RAII guard that makes a device current on
-// the calling thread and restores the previous one, and the device owning a pointer.
+// the calling thread and restores the previous one.
 // Thread-safe (the current device is per host thread).
 #pragma once
 
@@ -17,9 +17,5 @@ class CudaDeviceGuard {
   int previous_ = 0;
   int current_ = 0;
 };
-
-/// The CUDA device `ptr` (device memory from the caching allocator) lives on; 0 with one device.
-/// Throws Error when ptr is not CUDA device memory.
-int device_of_pointer(const void* ptr);
 
 }  // namespace ember::cuda

@@ -26,18 +26,18 @@ template <typename T>
 void binary_typed(BinaryOp op, double alpha, const kernels::ElementwisePlan& plan) {
   kernels::visit_binary<T>(op, alpha, [&](auto f) {
     using Out = decltype(f(T{}, T{}));
-    cuda_kernel<Out, T, T>(plan, f);
+    cuda_kernel<Out, T, T>(plan, f, binary_op_name(op));
   });
 }
 
 template <typename T>
 void unary_typed(UnaryOp op, double a, double b, const kernels::ElementwisePlan& plan) {
   if (kernels::unary_op_returns_bool(op)) {
-    cuda_kernel<bool, T>(plan, kernels::BoolUnaryF<T>{op, a});
+    cuda_kernel<bool, T>(plan, kernels::BoolUnaryF<T>{op, a}, "unary");
   } else if constexpr (is_float_v<T>) {
-    cuda_kernel<T, T>(plan, kernels::FloatUnaryF<T>{op, a, b});
+    cuda_kernel<T, T>(plan, kernels::FloatUnaryF<T>{op, a, b}, "unary");
   } else {
-    cuda_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b});
+    cuda_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b}, "unary");
   }
 }
 
@@ -60,12 +60,12 @@ void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::Elem
   switch (op) {
     case TernaryOp::Where:
       EMBER_DISPATCH_ALL(dtype, "where", [&] {
-        cuda_kernel<scalar_t, bool, scalar_t, scalar_t>(plan, kernels::WhereF<scalar_t>{});
+        cuda_kernel<scalar_t, bool, scalar_t, scalar_t>(plan, kernels::WhereF<scalar_t>{}, "where");
       });
       return;
     case TernaryOp::MaskedFill:
       EMBER_DISPATCH_ALL(dtype, "masked_fill_", [&] {
-        cuda_kernel<scalar_t, scalar_t, bool>(plan, kernels::MaskedFillF<scalar_t>{value});
+        cuda_kernel<scalar_t, scalar_t, bool>(plan, kernels::MaskedFillF<scalar_t>{value}, "masked_fill_");
       });
       return;
     case TernaryOp::Addcmul:
@@ -75,9 +75,9 @@ void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::Elem
       EMBER_DISPATCH_ALL(dtype, name, [&] {
         if constexpr (!std::is_same_v<scalar_t, bool>) {
           if (op == TernaryOp::Addcmul) {
-            cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcmulF<scalar_t>{value});
+            cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcmulF<scalar_t>{value}, "addcmul_");
           } else {
-            cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcdivF<scalar_t>{value});
+            cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcdivF<scalar_t>{value}, "addcdiv_");
           }
         }
       });
@@ -87,7 +87,7 @@ void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::Elem
       EMBER_CHECK_T(TypeError, is_floating_point(dtype), "lerp_: expected a floating-point dtype, got ", dtype);
       EMBER_DISPATCH_ALL(dtype, "lerp_", [&] {
         if constexpr (is_float_v<scalar_t>) {
-          cuda_kernel<scalar_t, scalar_t, scalar_t>(plan, kernels::LerpF<scalar_t>{value});
+          cuda_kernel<scalar_t, scalar_t, scalar_t>(plan, kernels::LerpF<scalar_t>{value}, "lerp_");
         }
       });
       return;
@@ -98,7 +98,7 @@ void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::Elem
 void launch_cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
   EMBER_DISPATCH_ALL(to, "copy_", [&] {
     using To = scalar_t;
-    EMBER_DISPATCH_ALL(from, "copy_", [&] { cuda_kernel<To, scalar_t>(plan, kernels::CastF<To, scalar_t>{}); });
+    EMBER_DISPATCH_ALL(from, "copy_", [&] { cuda_kernel<To, scalar_t>(plan, kernels::CastF<To, scalar_t>{}, "copy_"); });
   });
 }
 

@@ -6,8 +6,11 @@
 
 #include "core/dtype.h"
 #include "core/kernels/elementwise.h"
+#include "core/kernels/index.h"
 #include "core/kernels/loops.h"
+#include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
+#include "core/kernels/softmax.h"
 
 namespace ember::cuda {
 
@@ -19,6 +22,23 @@ void launch_cast(DType to, DType from, const kernels::ElementwisePlan& plan);
 /// out[o] = scale * reduce(in); out_idx (may be null) receives arg indices for Max/Min/ArgMax/ArgMin;
 /// out may be null when only indices are wanted. in/out are element pointers on the current device.
 void launch_reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
-                   const void* in, void* out, int64_t* out_idx, double scale);
+                   const void* in, void* out, int64_t* out_idx, double scale, int device_index);
+
+
+// The entries of native::detail::CudaKernels for the launch-grid functors (index.cu, softmax.cu,
+// random.cu); each makes cuda:device_index current. Contracts: core/ops/detail/plan.h.
+int64_t index_first_out_of_range(const int64_t* idx, int64_t n, int64_t size, bool allow_negative, void* slot,
+                                 int device_index);
+int64_t first_invalid_probability(DType dtype, const void* p, int64_t n, void* slot, int device_index);
+void index_gather(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* in, void* out,
+                  int device_index);
+void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src, void* self,
+                       int device_index);
+void one_hot(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index);
+void softmax(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* in, void* out,
+             int device_index);
+void softmax_backward(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* grad,
+                      const void* y, void* grad_in, int device_index);
+void random(const kernels::RandomLaunch& r, int device_index);
 
 }  // namespace ember::cuda

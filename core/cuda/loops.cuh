@@ -1,7 +1,8 @@
 // The CUDA element-wise driver: a grid-stride kernel that runs a functor from
 // core/kernels/elementwise.h over an ElementwisePlan, using the plan's own index arithmetic
 // (ElementwisePlan::offsets), so CPU and CUDA share both the math and the indexing.
-// Launches go to the current device's legacy default stream; include from .cu files only.
+// Launches go to the current stream of the plan's device (Note [Current stream]) and are
+// checked as in Note [CUDA error reporting]; include from .cu files only.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_stream.h"
 #include "core/kernels/loops.h"
 
 namespace ember::cuda {
@@ -49,13 +51,14 @@ __global__ void __launch_bounds__(kBlockThreads) elementwise_kernel(kernels::Ele
 }
 
 /// out[i] = f(in_0[i], ..., in_k[i]) over the plan; operand 0 is Out, operand j+1 is Ins[j].
-/// The CUDA twin of kernels::cpu::cpu_kernel. Asynchronous; launch errors throw Error.
+/// The CUDA twin of kernels::cpu::cpu_kernel. Asynchronous; launch errors throw Error naming `name`.
 template <typename Out, typename... Ins, typename F>
-void cuda_kernel(const kernels::ElementwisePlan& p, const F& f) {
+void cuda_kernel(const kernels::ElementwisePlan& p, const F& f, const char* name = "elementwise") {
   static_assert(1 + sizeof...(Ins) <= kernels::kMaxOperands, "too many operands");
   if (p.numel == 0) return;
-  elementwise_kernel<Out, F, Ins...><<<num_blocks(p.numel), kBlockThreads>>>(p, f);
-  EMBER_CUDA_CHECK(cudaGetLastError());
+  const cudaStream_t stream = current_stream(p.device_index);
+  elementwise_kernel<Out, F, Ins...><<<num_blocks(p.numel), kBlockThreads, 0, stream>>>(p, f);
+  detail::after_launch(name, stream);
 }
 
 }  // namespace ember::cuda

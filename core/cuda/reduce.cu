@@ -94,8 +94,9 @@ constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v<T, Hal
 }  // namespace
 
 void launch_reduce(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
-                   int64_t* out_idx, double scale) {
+                   int64_t* out_idx, double scale, int device_index) {
   if (plan.out_numel == 0) return;
+  const cudaStream_t stream = current_stream(device_index);
   const bool block_per_output =
       plan.red_numel >= kBlockPerOutputMinReduced && plan.out_numel <= kBlockPerOutputMaxOutputs;
   EMBER_DISPATCH_ALL(in_dtype, "reduce", [&] {
@@ -106,12 +107,14 @@ void launch_reduce(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePla
       scalar_t* dst = static_cast<scalar_t*>(out);
       if (block_per_output) {
         const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(plan.out_numel, kMaxBlocks));
-        reduce_block_per_output<T, Acc, scalar_t><<<blocks, kBlockThreads>>>(plan, src, dst, out_idx, op, scale);
+        reduce_block_per_output<T, Acc, scalar_t>
+            <<<blocks, kBlockThreads, 0, stream>>>(plan, src, dst, out_idx, op, scale);
+        detail::after_launch("reduce_block_per_output", stream);
       } else {
         reduce_thread_per_output<T, Acc, scalar_t>
-            <<<num_blocks(plan.out_numel), kBlockThreads>>>(plan, src, dst, out_idx, op, scale);
+            <<<num_blocks(plan.out_numel), kBlockThreads, 0, stream>>>(plan, src, dst, out_idx, op, scale);
+        detail::after_launch("reduce_thread_per_output", stream);
       }
-      EMBER_CUDA_CHECK(cudaGetLastError());
     });
   });
 }

@@ -18,6 +18,7 @@ struct ElementwisePlan {
   int64_t sizes[kMaxDims] = {};                 // innermost dimension last
   int64_t strides[kMaxOperands][kMaxDims] = {};  // bytes
   char* data[kMaxOperands] = {};
+  int device_index = 0;  // of the output (every operand is on its device): where a CUDA launch runs
 
   /// Byte offsets of linear index `i` for every operand.
   EMBER_HOST_DEVICE void offsets(int64_t i, int64_t* out) const {

@@ -48,6 +48,7 @@ kernels::ElementwisePlan make_plan(const Tensor& out, std::initializer_list<cons
   EMBER_CHECK(nd <= kMaxDims, "element-wise op: at most ", kMaxDims, " dimensions are supported, got ", nd);
   p.num_operands = 1 + static_cast<int>(inputs.size());
   p.numel = out.numel();
+  p.device_index = out.device().index;
   const Tensor* ops[kernels::kMaxOperands];
   ops[0] = &out;
   int k = 1;

@@ -1,5 +1,5 @@
-// Random tensors on CPU: checks, output allocation, and the per-block drivers over the Philox
-// stream. The math per block is in core/kernels/philox.h (shared with CUDA), and every element's
+// Random tensors: checks, output allocation, and the per-block drivers over the Philox stream
+// on CPU; on CUDA the functors of core/kernels/random.h, which write the same numbers. The math per block is in core/kernels/philox.h (shared with CUDA), and every element's
 // numbers come from a fixed block (Note [Philox stream layout]), so results do not depend on the
 // thread count. All checks run before the generator advances or any output is written.
 #include "core/ops/random.h"
@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "core/kernels/philox.h"
+#include "core/kernels/random.h"
+#include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
+#include "core/ops/native.h"
 #include "core/thread_pool.h"
 
 namespace ember {
@@ -96,10 +99,28 @@ Generator& resolve_generator(Generator* gen, Device device, const char* op) {
   return *gen;
 }
 
-void check_cpu(Device device, const char* op) {
-  if (device.is_cuda())
-    EMBER_THROW(NotImplementedError, op, ": CUDA tensors are not supported yet (got a tensor on cuda:",
-                device.index, "); generate on CPU and move the result with .to()");
+// On CUDA the floating fills run for float32 and float64 (checked before the generator moves).
+void check_cuda_floating(Device device, DType dtype, const char* op) {
+  EMBER_CHECK_T(TypeError, !device.is_cuda() || dtype == kFloat32 || dtype == kFloat64, op,
+                ": on CUDA expected float32 or float64, got ", dtype);
+}
+
+// Runs r (a fill reserved from the generator) on t's CUDA device: into t when contiguous,
+// otherwise into a contiguous temporary that is then copied into t's layout.
+void fill_cuda(Tensor& t, kernels::RandomLaunch r, const char* op) {
+  Tensor dst = t.is_contiguous() ? t : empty(t.sizes(), TensorOptions(t.dtype()).device(t.device()));
+  r.dtype = t.dtype();
+  r.out = dst.raw_data();
+  r.t.n = t.numel();
+  native::detail::require_cuda(op).random(r, t.device().index);
+  if (!t.is_contiguous()) native::copy_(t, dst);
+}
+
+kernels::RandomTarget target(PhiloxState st) {
+  kernels::RandomTarget t;
+  t.seed = st.seed;
+  t.offset = st.offset;
+  return t;
 }
 
 /// Calls body(i, block_samples[i % kPerBlock]) for every i in [0, n), where block_samples are
@@ -168,6 +189,20 @@ void fill_uniform(Tensor& t, double from, double to, Generator& gen) {
     const bool guard = from < to;
     const scalar_t top = guard ? below(t_to, t_from) : t_to;
     const double range = to - from;
+    if (t.device().is_cuda()) {
+      if constexpr (std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>) {
+        kernels::RandomLaunch r;
+        r.op = kernels::RandomOp::kUniform;
+        r.t = target(st);
+        r.a = from;
+        r.b = range;
+        r.c = to;
+        r.top = static_cast<double>(top);
+        r.guard = guard;
+        fill_cuda(t, r, "uniform_");
+      }
+      return;
+    }
     fill_from_stream<scalar_t, S::kPerBlock>(t, st, S::uniform, [&](double u) {
       scalar_t v = to_scalar<scalar_t>(from + range * u);
       if (guard && static_cast<double>(v) >= to) v = top;
@@ -181,6 +216,15 @@ void fill_normal(Tensor& t, double mean, double std, Generator& gen) {
     using S = Samples<scalar_t>;
     if (t.numel() == 0) return;
     PhiloxState st = gen.reserve(blocks_for(t.numel(), S::kPerBlock));
+    if (t.device().is_cuda()) {
+      kernels::RandomLaunch r;
+      r.op = kernels::RandomOp::kNormal;
+      r.t = target(st);
+      r.a = mean;
+      r.b = std;
+      fill_cuda(t, r, "normal_");
+      return;
+    }
     fill_from_stream<scalar_t, S::kPerBlock>(t, st, S::normal,
                                              [&](double z) { return to_scalar<scalar_t>(mean + std * z); });
   });
@@ -199,9 +243,9 @@ void finish_requires_grad(Tensor& t, const TensorOptions& options) {
 }  // namespace
 
 Tensor rand(const IntList& sizes, TensorOptions options, Generator* gen) {
-  check_cpu(options.device_, "rand");
   EMBER_CHECK_T(TypeError, is_floating_point(options.dtype_), "rand: expected a floating-point dtype, got ",
                 options.dtype_);
+  check_cuda_floating(options.device_, options.dtype_, "rand");
   Generator& g = resolve_generator(gen, options.device_, "rand");
   Tensor t = empty(sizes, options.requires_grad(false));
   fill_uniform(t, 0.0, 1.0, g);
@@ -210,9 +254,9 @@ Tensor rand(const IntList& sizes, TensorOptions options, Generator* gen) {
 }
 
 Tensor randn(const IntList& sizes, TensorOptions options, Generator* gen) {
-  check_cpu(options.device_, "randn");
   EMBER_CHECK_T(TypeError, is_floating_point(options.dtype_), "randn: expected a floating-point dtype, got ",
                 options.dtype_);
+  check_cuda_floating(options.device_, options.dtype_, "randn");
   Generator& g = resolve_generator(gen, options.device_, "randn");
   Tensor t = empty(sizes, options.requires_grad(false));
   fill_normal(t, 0.0, 1.0, g);
@@ -221,7 +265,6 @@ Tensor randn(const IntList& sizes, TensorOptions options, Generator* gen) {
 }
 
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions options, Generator* gen) {
-  check_cpu(options.device_, "randint");
   EMBER_CHECK_T(ValueError, low < high, "randint: expected low < high, got low=", low, ", high=", high);
   DType dt = options.dtype_;
   EMBER_CHECK_T(TypeError, dt == kInt64 || dt == kInt32 || dt == kFloat32 || dt == kFloat64,
@@ -238,6 +281,16 @@ Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions op
   if (n > 0) {
     const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
     PhiloxState st = g.reserve(blocks_for(n, 2));
+    if (t.device().is_cuda()) {
+      kernels::RandomLaunch r;
+      r.op = kernels::RandomOp::kRandint;
+      r.t = target(st);
+      r.low = low;
+      r.range = range;
+      fill_cuda(t, r, "randint");
+      finish_requires_grad(t, options);
+      return t;
+    }
     auto run = [&](auto* data) {
       using T = std::remove_pointer_t<decltype(data)>;
       int64_t num_blocks = static_cast<int64_t>(blocks_for(n, 2));
@@ -263,8 +316,12 @@ Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions op
   return t;
 }
 
+namespace {
+// A tensor on the CPU device `host` holding a permutation of 0..n-1 in dtype dt from g's stream.
+Tensor randperm_from(int64_t n, DType dt, Device host, Generator& g);
+}  // namespace
+
 Tensor randperm(int64_t n, TensorOptions options, Generator* gen) {
-  check_cpu(options.device_, "randperm");
   EMBER_CHECK_T(ValueError, n >= 0, "randperm: expected n >= 0, got ", n);
   DType dt = options.dtype_;
   EMBER_CHECK_T(TypeError, dt == kInt64 || dt == kInt32 || dt == kFloat32 || dt == kFloat64,
@@ -274,7 +331,18 @@ Tensor randperm(int64_t n, TensorOptions options, Generator* gen) {
   EMBER_CHECK_T(ValueError, dt != kFloat32 || n <= (int64_t{1} << 24),
                 "randperm: n=", n, " is too large for dtype float32 (values above 2^24 are not exact)");
   Generator& g = resolve_generator(gen, options.device_, "randperm");
-  Tensor t = empty({n}, options.requires_grad(false));
+  // On CUDA, Fisher-Yates (sequential) runs on the host over the CUDA generator's reserved
+  // stream, the numbers a CPU generator in that state gives, and the result is copied over.
+  Tensor t = randperm_from(n, dt, options.device_.is_cuda() ? Device::cpu() : options.device_, g);
+  if (options.device_.is_cuda()) t = native::to(t, options.device_);
+  finish_requires_grad(t, options);
+  return t;
+}
+
+namespace {
+
+Tensor randperm_from(int64_t n, DType dt, Device host, Generator& g) {
+  Tensor t = empty({n}, TensorOptions(dt).device(host));
   if (n > 0) {
     // Fisher-Yates: step k (k = 0 .. n-2) swaps position i = n-1-k with j uniform in [0, i],
     // using the k-th uint64 of the stream (Note [Philox stream layout]).
@@ -298,12 +366,42 @@ Tensor randperm(int64_t n, TensorOptions options, Generator* gen) {
       default: write(static_cast<double*>(t.raw_data())); break;
     }
   }
-  finish_requires_grad(t, options);
   return t;
 }
 
+}  // namespace
+
+namespace {
+
+// bernoulli(p) on CUDA: p validated by a check kernel (the CPU path's ValueError), then the
+// uniforms of p's dtype as on CPU (Samples<float> / Samples<double>).
+Tensor bernoulli_cuda(const Tensor& p, Generator* gen) {
+  check_cuda_floating(p.device(), p.dtype(), "bernoulli");
+  Tensor pc = native::contiguous(p);
+  const int64_t n = pc.numel();
+  Tensor slot = empty({1}, TensorOptions(kInt64).device(p.device()));
+  const int64_t bad = native::detail::require_cuda("bernoulli")
+                          .first_invalid_probability(pc.dtype(), pc.raw_data(), n, slot.raw_data(), p.device().index);
+  if (bad >= 0) {
+    const double v = native::reshape(pc, {-1}).to_vector<double>()[static_cast<size_t>(bad)];
+    EMBER_THROW(ValueError, "bernoulli: expected all probabilities in [0, 1], got ", v, " at flat index ", bad,
+                " of a tensor of shape ", p.sizes());
+  }
+  Generator& g = resolve_generator(gen, p.device(), "bernoulli");
+  Tensor out = empty(p.sizes(), TensorOptions(p.dtype()).device(p.device()));
+  if (n == 0) return out;
+  kernels::RandomLaunch r;
+  r.op = kernels::RandomOp::kBernoulliTensor;
+  r.t = target(g.reserve(blocks_for(n, p.dtype() == kFloat64 ? 2 : 4)));
+  r.p = pc.raw_data();
+  fill_cuda(out, r, "bernoulli");
+  return out;
+}
+
+}  // namespace
+
 Tensor bernoulli(const Tensor& p, Generator* gen) {
-  check_cpu(p.device(), "bernoulli");
+  if (p.device().is_cuda()) return bernoulli_cuda(p, gen);
   return EMBER_RANDOM_DISPATCH_FLOATING(p.dtype(), "bernoulli", [&]() -> Tensor {
     // Read p in row-major order (any layout) and validate every value before drawing.
     int64_t n = p.numel();
@@ -331,12 +429,17 @@ Tensor bernoulli(const Tensor& p, Generator* gen) {
 }
 
 Tensor bernoulli(const IntList& sizes, double p, TensorOptions options, Generator* gen) {
-  check_cpu(options.device_, "bernoulli");
   EMBER_CHECK_T(ValueError, p >= 0.0 && p <= 1.0, "bernoulli: expected p in [0, 1], got ", p);
   Generator& g = resolve_generator(gen, options.device_, "bernoulli");
   Tensor t = empty(sizes, options.requires_grad(false));
   int64_t n = t.numel();
-  if (n > 0) {
+  if (n > 0 && t.device().is_cuda()) {
+    kernels::RandomLaunch r;
+    r.op = kernels::RandomOp::kBernoulliScalar;
+    r.t = target(g.reserve(blocks_for(n, 2)));
+    r.a = p;
+    fill_cuda(t, r, "bernoulli");
+  } else if (n > 0) {
     EMBER_DISPATCH_ALL(t.dtype(), "bernoulli", [&] {
       scalar_t* d = static_cast<scalar_t*>(t.raw_data());
       const scalar_t one = to_scalar<scalar_t>(1.0), zero = to_scalar<scalar_t>(0.0);
@@ -349,9 +452,9 @@ Tensor bernoulli(const IntList& sizes, double p, TensorOptions options, Generato
 }
 
 Tensor& uniform_(Tensor& self, double from, double to, Generator* gen) {
-  check_cpu(self.device(), "uniform_");
   EMBER_CHECK_T(TypeError, self.is_floating_point(), "uniform_: expected a floating-point tensor, got ",
                 self.dtype());
+  check_cuda_floating(self.device(), self.dtype(), "uniform_");
   EMBER_CHECK_T(ValueError, std::isfinite(from) && std::isfinite(to) && std::isfinite(to - from),
                 "uniform_: expected finite bounds, got from=", from, ", to=", to);
   EMBER_CHECK_T(ValueError, from <= to, "uniform_: expected from <= to, got from=", from, ", to=", to);
@@ -362,9 +465,9 @@ Tensor& uniform_(Tensor& self, double from, double to, Generator* gen) {
 }
 
 Tensor& normal_(Tensor& self, double mean, double std, Generator* gen) {
-  check_cpu(self.device(), "normal_");
   EMBER_CHECK_T(TypeError, self.is_floating_point(), "normal_: expected a floating-point tensor, got ",
                 self.dtype());
+  check_cuda_floating(self.device(), self.dtype(), "normal_");
   EMBER_CHECK_T(ValueError, std::isfinite(mean) && std::isfinite(std) && std >= 0.0,
                 "normal_: expected a finite mean and a finite std >= 0, got mean=", mean, ", std=", std);
   Generator& g = resolve_generator(gen, self.device(), "normal_");

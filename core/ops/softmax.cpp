@@ -1,6 +1,8 @@
 // softmax / log_softmax along a dim and their backward: checks, output allocation, dispatch on
-// device. The CPU kernels are in core/kernels/cpu/softmax.cpp.
+// device. The CPU kernels are in core/kernels/cpu/softmax.cpp; on CUDA one thread per line runs
+// the functors of core/kernels/softmax.h.
 #include "core/kernels/cpu/softmax.h"
+#include "core/kernels/softmax.h"
 
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
@@ -19,7 +21,6 @@ void line_shape(const IntList& sizes, int64_t dim, int64_t& outer, int64_t& n, i
 }
 
 Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* name) {
-  EMBER_CHECK(a.device().is_cpu(), name, ": CUDA is not supported by this op in this build");
   Tensor x = contiguous(a.is_floating_point() ? a : to(a, kFloat32));
   dim = wrap_dim(dim, x.dim(), name);
   EMBER_CHECK_T(TypeError, x.dtype() == kFloat32 || x.dtype() == kFloat64, name,
@@ -27,12 +28,20 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* name) {
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).device(x.device()));
   int64_t outer, n, inner;
   line_shape(x.sizes(), dim, outer, n, inner);
+  if (x.device().is_cuda()) {
+    if (x.numel() > 0) {
+      detail::require_cuda(name).softmax(x.dtype(), kernels::LineGeometry{inner, n}, outer * inner, log, x.raw_data(),
+                                         out.raw_data(), x.device().index);
+    }
+    return out;
+  }
   kernels::cpu::softmax_forward(x.dtype(), x.raw_data(), out.raw_data(), outer, n, inner, log);
   return out;
 }
 
 Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim, bool log, const char* name) {
   EMBER_CHECK_T(ValueError, grad.sizes() == out.sizes(), name, ": grad shape ", grad.sizes(), " != output shape ", out.sizes());
+  detail::check_same_device(name, {&grad, &out});
   Tensor g = contiguous(to(grad, out.dtype())), y = contiguous(out);
   dim = wrap_dim(dim, y.dim(), name);
   EMBER_CHECK_T(TypeError, y.dtype() == kFloat32 || y.dtype() == kFloat64, name,
@@ -40,6 +49,13 @@ Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim,
   Tensor gi = empty(y.sizes(), TensorOptions(y.dtype()).device(y.device()));
   int64_t outer, n, inner;
   line_shape(y.sizes(), dim, outer, n, inner);
+  if (y.device().is_cuda()) {
+    if (y.numel() > 0) {
+      detail::require_cuda(name).softmax_backward(y.dtype(), kernels::LineGeometry{inner, n}, outer * inner, log,
+                                                  g.raw_data(), y.raw_data(), gi.raw_data(), y.device().index);
+    }
+    return gi;
+  }
   kernels::cpu::softmax_backward(y.dtype(), g.raw_data(), y.raw_data(), gi.raw_data(), outer, n, inner, log);
   return gi;
 }

@@ -4,8 +4,11 @@
 #include <initializer_list>
 
 #include "core/kernels/elementwise.h"
+#include "core/kernels/index.h"
 #include "core/kernels/loops.h"
+#include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
+#include "core/kernels/softmax.h"
 #include "core/tensor.h"
 
 namespace ember::native::detail {
@@ -34,6 +37,30 @@ struct CudaKernels {
   /// in/out are element pointers on cuda:device_index; the accumulator is the CPU path's.
   void (*reduce)(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
                  const void* in, void* out, int64_t* out_idx, double scale, int device_index);
+
+  // The entries below run launch-grid functors of core/kernels/ (Note [Kernels as launch-grid
+  // functors]) on the current stream of cuda:device_index. Pointers are device memory.
+  /// The first i < n with idx[i] outside [-size, size) (allow_negative) or [0, size), or -1.
+  /// `slot` is 8 bytes of scratch device memory. Waits for the stream (it reads the answer).
+  int64_t (*index_first_out_of_range)(const int64_t* idx, int64_t n, int64_t size, bool allow_negative, void* slot,
+                                      int device_index);
+  /// The first i < n with p[i] outside [0, 1] (or NaN), or -1; floating dtypes. Waits.
+  int64_t (*first_invalid_probability)(DType dtype, const void* p, int64_t n, void* slot, int device_index);
+  /// out[plain] = in[indexed] (gather, index_select); any dtype; indices already checked.
+  void (*index_gather)(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* in, void* out,
+                       int device_index);
+  /// self[indexed] += src[plain] (scatter_add_, index_add_); float32/64, int32/64.
+  void (*index_scatter_add)(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src,
+                            void* self, int device_index);
+  /// out[i * num_classes + idx[i]] = 1 on a zeroed int64 output.
+  void (*one_hot)(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index);
+  /// softmax / log_softmax of `lines` lines of a contiguous float32/64 tensor.
+  void (*softmax)(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* in, void* out,
+                  int device_index);
+  void (*softmax_backward)(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* grad,
+                           const void* y, void* grad_in, int device_index);
+  /// Fills r.out (contiguous, r.t.n elements) from the Philox stream (core/kernels/random.h).
+  void (*random)(const kernels::RandomLaunch& r, int device_index);
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);

@@ -1,0 +1,70 @@
+// CUDA launchers of the indexing ops and of the pre-launch value checks: dtype dispatch onto the
+// functors of core/kernels/index.h, run by launch_elements (launch.cuh). No indexing formula
+// lives here; the CPU grid-emulation tests run the same functors (tests/core/launch_grid_test.cpp).
+#include "core/cuda/cuda_device.h"
+#include "core/cuda/kernels.h"
+#include "core/cuda/launch.cuh"
+#include "core/kernels/index.h"
+
+namespace ember::cuda {
+namespace {
+
+template <typename Pred>
+int64_t first_failure(const char* name, const Pred& ok, int64_t n, void* slot, int device_index) {
+  if (n <= 0) return -1;
+  CudaDeviceGuard guard(device_index);
+  const cudaStream_t stream = current_stream(device_index);
+  auto* first = static_cast<unsigned long long*>(slot);
+  EMBER_CUDA_CHECK(cudaMemsetAsync(first, 0xff, sizeof(unsigned long long), stream));  // kNoFailure
+  launch_elements(name, n, kernels::FirstFailureF<Pred>{ok, first}, device_index);
+  unsigned long long host = 0;
+  EMBER_CUDA_CHECK(cudaMemcpyAsync(&host, first, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host == kernels::kNoFailure ? -1 : static_cast<int64_t>(host);
+}
+
+}  // namespace
+
+int64_t index_first_out_of_range(const int64_t* idx, int64_t n, int64_t size, bool allow_negative, void* slot,
+                                 int device_index) {
+  return first_failure("index_bounds_check", kernels::IndexInRange{idx, size, allow_negative}, n, slot,
+                       device_index);
+}
+
+int64_t first_invalid_probability(DType dtype, const void* p, int64_t n, void* slot, int device_index) {
+  return EMBER_DISPATCH_FLOATING(dtype, "bernoulli", [&]() -> int64_t {
+    return first_failure("probability_check", kernels::ProbabilityInRange<scalar_t>{static_cast<const scalar_t*>(p)},
+                         n, slot, device_index);
+  });
+}
+
+void index_gather(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* in, void* out,
+                  int device_index) {
+  int64_t n = 1;
+  for (int d = 0; d < g.ndim; ++d) n *= g.sizes[d];
+  CudaDeviceGuard guard(device_index);
+  EMBER_DISPATCH_ALL(dtype, "gather", [&] {
+    launch_elements("gather", n,
+                    kernels::GatherF<scalar_t>{g, idx, static_cast<const scalar_t*>(in), static_cast<scalar_t*>(out)},
+                    device_index);
+  });
+}
+
+void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src, void* self,
+                       int device_index) {
+  int64_t n = 1;
+  for (int d = 0; d < g.ndim; ++d) n *= g.sizes[d];
+  CudaDeviceGuard guard(device_index);
+  EMBER_DISPATCH_NUMERIC(dtype, "scatter_add_", [&] {
+    launch_elements("scatter_add",
+                    n, kernels::ScatterAddF<scalar_t>{g, idx, static_cast<const scalar_t*>(src), static_cast<scalar_t*>(self)},
+                    device_index);
+  });
+}
+
+void one_hot(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index) {
+  CudaDeviceGuard guard(device_index);
+  launch_elements("one_hot", n, kernels::OneHotF{idx, num_classes, out}, device_index);
+}
+
+}  // namespace ember::cuda

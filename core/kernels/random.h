@@ -1,0 +1,213 @@
+// The CUDA-path bodies of the random ops: one functor call per Philox block b, writing the
+// elements b * kPerBlock ... of a contiguous output exactly as the CPU path (core/ops/random.cpp)
+// does (Note [Philox stream layout], core/kernels/philox.h), so a (seed, offset) gives the same
+// numbers on both devices. Run through ElementKernel over the block count (Note [Kernels as
+// launch-grid functors]). float32 and float64 outputs (and any dtype for the 0/1 and integer
+// ops). Host/device.
+#pragma once
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/kernels/philox.h"
+#include "core/macros.h"
+
+namespace ember::kernels {
+
+// Double arithmetic without contraction into a fused multiply-add, which nvcc does by default
+// and the CPU build does not: an FMA would round once where the CPU rounds twice.
+EMBER_HOST_DEVICE inline double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+EMBER_HOST_DEVICE inline double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+/// Where the op's samples come from and where they go.
+struct RandomTarget {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // Philox blocks
+  int64_t n = 0;        // elements of the contiguous output
+};
+
+/// Samples per Philox block of a floating output: 4 for float32, 2 for float64.
+template <typename T>
+constexpr int philox_per_block() {
+  return std::is_same_v<T, double> ? 2 : 4;
+}
+
+/// The uniforms (as double) of block b of a T-typed stream.
+template <typename T>
+EMBER_HOST_DEVICE inline void philox_uniforms(const PhiloxBlock& blk, double* u) {
+  if constexpr (std::is_same_v<T, double>) {
+    uniform2_double(blk, u);
+  } else {
+    float f[4];
+    uniform4_float(blk, 24, f);
+    for (int k = 0; k < 4; ++k) u[k] = f[k];
+  }
+}
+template <typename T>
+EMBER_HOST_DEVICE inline void philox_normals(const PhiloxBlock& blk, double* z) {
+  if constexpr (std::is_same_v<T, double>) {
+    normal2_double(blk, z);
+  } else {
+    float f[4];
+    normal4_float(blk, f);
+    for (int k = 0; k < 4; ++k) z[k] = f[k];
+  }
+}
+
+/// out[i] = from + range * u, kept below `to` (top: the largest T below to) when from < to.
+template <typename T>
+struct UniformBlockF {
+  RandomTarget t;
+  T* out;
+  double from, range, to;
+  T top;
+  bool guard;
+  EMBER_HOST_DEVICE void operator()(int64_t b) const {
+    constexpr int kPer = philox_per_block<T>();
+    double u[kPer];
+    philox_uniforms<T>(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), u);
+    for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) {
+      T v = static_cast<T>(add_rn(from, mul_rn(range, u[k])));
+      if (guard && static_cast<double>(v) >= to) v = top;
+      out[b * kPer + k] = v;
+    }
+  }
+};
+
+/// out[i] = mean + std * z (Box-Muller). The device's logf/sinf/cosf may differ from the
+/// host's in the last bits, so normals agree across devices to rounding, not bit for bit.
+template <typename T>
+struct NormalBlockF {
+  RandomTarget t;
+  T* out;
+  double mean, std;
+  EMBER_HOST_DEVICE void operator()(int64_t b) const {
+    constexpr int kPer = philox_per_block<T>();
+    double z[kPer];
+    philox_normals<T>(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), z);
+    for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) out[b * kPer + k] = static_cast<T>(add_rn(mean, mul_rn(std, z[k])));
+  }
+};
+
+/// out[i] = (u < p) with one double uniform per sample (two per block); any output dtype.
+template <typename T>
+struct BernoulliScalarBlockF {
+  RandomTarget t;
+  T* out;
+  double p;
+  EMBER_HOST_DEVICE void operator()(int64_t b) const {
+    double u[2];
+    uniform2_double(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), u);
+    for (int k = 0; k < 2 && 2 * b + k < t.n; ++k) out[2 * b + k] = u[k] < p ? T(1.0f) : T(0.0f);
+  }
+};
+
+/// out[i] = (u < p[i]) with the uniforms of p's dtype (p contiguous, same dtype as out).
+template <typename T>
+struct BernoulliTensorBlockF {
+  RandomTarget t;
+  const T* p;
+  T* out;
+  EMBER_HOST_DEVICE void operator()(int64_t b) const {
+    constexpr int kPer = philox_per_block<T>();
+    double u[kPer];
+    philox_uniforms<T>(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), u);
+    for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) {
+      const int64_t i = b * kPer + k;
+      out[i] = u[k] < static_cast<double>(p[i]) ? T(1.0f) : T(0.0f);
+    }
+  }
+};
+
+/// out[i] = low + floor(u64 * range / 2^64), one uint64 per sample (two per block).
+template <typename T>
+struct RandintBlockF {
+  RandomTarget t;
+  T* out;
+  int64_t low;
+  uint64_t range;
+  EMBER_HOST_DEVICE void operator()(int64_t b) const {
+    const PhiloxBlock blk = philox_block(t.seed, t.offset, static_cast<uint64_t>(b));
+    for (int k = 0; k < 2 && 2 * b + k < t.n; ++k) {
+      const auto v = static_cast<int64_t>(static_cast<uint64_t>(low) + mulhi_u64(philox_u64(blk, k), range));
+      out[2 * b + k] = static_cast<T>(v);
+    }
+  }
+};
+
+enum class RandomOp : int8_t { kUniform, kNormal, kBernoulliScalar, kBernoulliTensor, kRandint };
+
+/// One random fill, as the ops hand it to a device: which functor, its dtype and parameters.
+/// kUniform: a = from, b = range, c = to, top/guard as UniformBlockF (top holds a T exactly).
+/// kNormal: a = mean, b = std. kBernoulliScalar: a = p. kBernoulliTensor: p (same dtype).
+/// kRandint: low, range.
+struct RandomLaunch {
+  RandomOp op = RandomOp::kUniform;
+  DType dtype = DType::Float32;
+  RandomTarget t;
+  void* out = nullptr;
+  const void* p = nullptr;
+  double a = 0, b = 0, c = 0, top = 0;
+  bool guard = false;
+  int64_t low = 0;
+  uint64_t range = 0;
+};
+
+/// Philox blocks (= functor calls) a launch of `r` covers.
+inline int64_t random_launch_blocks(const RandomLaunch& r) {
+  const bool two = r.op == RandomOp::kBernoulliScalar || r.op == RandomOp::kRandint || r.dtype == DType::Float64;
+  const int64_t per = two ? 2 : 4;
+  return (r.t.n + per - 1) / per;
+}
+
+/// Calls run(functor, num_blocks) with r's functor: the CUDA launcher (core/cuda/random.cu)
+/// passes a launch over the blocks, the CPU tests emulate_launch, so both run this mapping.
+/// Throws TypeError for a dtype the op does not support on CUDA.
+template <typename Run>
+void visit_random(const RandomLaunch& r, const Run& run) {
+  const int64_t blocks = random_launch_blocks(r);
+  const RandomTarget t = r.t;
+  switch (r.op) {
+    case RandomOp::kUniform:
+    case RandomOp::kNormal:
+    case RandomOp::kBernoulliTensor: {
+      auto floating = [&](auto zero) {
+        using T = decltype(zero);
+        T* out = static_cast<T*>(r.out);
+        if (r.op == RandomOp::kUniform) {
+          run(UniformBlockF<T>{t, out, r.a, r.b, r.c, static_cast<T>(r.top), r.guard}, blocks);
+        } else if (r.op == RandomOp::kNormal) {
+          run(NormalBlockF<T>{t, out, r.a, r.b}, blocks);
+        } else {
+          run(BernoulliTensorBlockF<T>{t, static_cast<const T*>(r.p), out}, blocks);
+        }
+      };
+      if (r.dtype == DType::Float32) return floating(0.0f);
+      if (r.dtype == DType::Float64) return floating(0.0);
+      break;
+    }
+    case RandomOp::kBernoulliScalar:
+      return EMBER_DISPATCH_ALL(r.dtype, "bernoulli", [&] {
+        run(BernoulliScalarBlockF<scalar_t>{t, static_cast<scalar_t*>(r.out), r.a}, blocks);
+      });
+    case RandomOp::kRandint:
+      return EMBER_DISPATCH_NUMERIC(r.dtype, "randint", [&] {
+        run(RandintBlockF<scalar_t>{t, static_cast<scalar_t*>(r.out), r.low, r.range}, blocks);
+      });
+  }
+  EMBER_THROW(TypeError, "random ops on CUDA: expected float32 or float64, got ", r.dtype);
+}
+
+}  // namespace ember::kernels

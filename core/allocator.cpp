@@ -74,6 +74,11 @@
 //    one uncontended lock, a lower_bound, a few set node moves.
 //  * DataPtr. The context pointer is the Block; the deleter locks block->owner and returns
 //    the block to its pool.
+//  * System calls outside the lock. backend alloc/free (cudaMalloc/cudaFree, which may
+//    synchronize the device) run with the mutex released: a thread that needs a new segment
+//    counts its size as in flight (so two threads cannot both pass the limit), unlocks,
+//    allocates, relocks and carves its block; release_cached_segments() takes fully free
+//    segments out of the pools under the lock and hands them back after unlocking.
 //  * fork(). pthread_atfork handlers take the creation mutex and every allocator's mutex
 //    before fork and release them in both parent and child (as glibc's malloc does), so a
 //    child forked while another thread was inside the allocator (DataLoader workers) does
@@ -95,6 +100,17 @@
 //  * A segment is unpoisoned before it goes back to the backend.
 // An access outside a live allocation is then reported as "use-after-poison"
 // (tests/core/allocator_test.cpp, Allocator.Asan*). Release builds compile none of this.
+
+// Note [Stream-aware frees]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// A block belongs to the stream it was allocated on (the current stream, core/stream.h) and is
+// only reused by that stream, so work queued there before the free orders itself before any
+// reuse. Memory also used on other streams is marked with record_stream(); when such a block is
+// freed the allocator records an event on each of those streams (backend record_event) and
+// keeps the block out of the pools until every event has completed. Pending blocks are
+// checked (event_done, which never blocks) at each allocate and at empty_cache; their bytes
+// stay allocated in the statistics until then. CPU devices run every stream synchronously and
+// have no events, so a free there is immediate.
 
 namespace ember {
 namespace {
@@ -261,7 +277,8 @@ struct Block {
   char* ptr = nullptr;
   size_t size = 0;         // bytes this block covers
   size_t requested = 0;    // rounded request while allocated (counted in allocated_bytes)
-  int stream = 0;          // the stream the segment was allocated for
+  uint64_t stream = 0;     // the stream the segment was allocated for
+  std::vector<uint64_t> stream_uses;  // other streams that used it (record_stream)
   bool allocated = false;
   Block* prev = nullptr;   // neighbours within the segment
   Block* next = nullptr;
@@ -367,16 +384,19 @@ class DeviceCachingAllocator final : public Allocator {
         small_pool_(true, &node_arena_),
         large_pool_(false, &node_arena_) {}
 
-  DataPtr allocate(size_t num_bytes) override { return allocate_on_stream(num_bytes, 0); }
+  DataPtr allocate(size_t num_bytes) override {
+    return allocate_on_stream(num_bytes, device_.is_cuda() ? current_stream(device_).id() : 0);
+  }
 
-  DataPtr allocate_on_stream(size_t num_bytes, int stream) {
+  DataPtr allocate_on_stream(size_t num_bytes, uint64_t stream) {
     if (num_bytes == 0) return DataPtr(nullptr, nullptr, nullptr, device_);
-    std::lock_guard<std::mutex> guard(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (num_bytes > kMaxRequest) throw_oom(num_bytes);
+    process_pending_frees();
     const size_t size = round_size(num_bytes);
     BlockPool& pool = size <= kSmallSize ? small_pool_ : large_pool_;
     Block* block = take_free_block(pool, size, stream);
-    if (block == nullptr) block = allocate_segment(pool, size, stream);
+    if (block == nullptr) block = allocate_segment(lock, pool, size, stream);
     maybe_split(block, size);
     unpoison(device_.is_cpu(), block->ptr, num_bytes);
     block->allocated = true;
@@ -388,9 +408,38 @@ class DeviceCachingAllocator final : public Allocator {
   }
 
   void free(Block* block) {
+    if (!block->stream_uses.empty() && backend_.record_event != nullptr) {
+      // See Note [Stream-aware frees]: the events are recorded before taking the lock.
+      std::vector<void*> events;
+      for (uint64_t s : block->stream_uses) events.push_back(backend_.record_event(device_.index, s));
+      std::lock_guard<std::mutex> guard(mutex_);
+      block->stream_uses.clear();
+      pending_.push_back(PendingFree{block, std::move(events)});
+      return;
+    }
+    std::lock_guard<std::mutex> guard(mutex_);
+    free_locked(block);
+  }
+
+  void record_stream(Block* block, uint64_t stream) {
     std::lock_guard<std::mutex> guard(mutex_);
     EMBER_INTERNAL_ASSERT(block->allocated && block->owner == this);
+    if (stream == block->stream || backend_.record_event == nullptr) return;  // no events: synchronous
+    for (uint64_t s : block->stream_uses)
+      if (s == stream) return;
+    block->stream_uses.push_back(stream);
+  }
+
+  int64_t pending_frees() {
+    std::lock_guard<std::mutex> guard(mutex_);
+    process_pending_frees();
+    return static_cast<int64_t>(pending_.size());
+  }
+
+  void free_locked(Block* block) {
+    EMBER_INTERNAL_ASSERT(block->allocated && block->owner == this);
     block->allocated = false;
+    block->stream_uses.clear();
     stats_.allocated_bytes.decrease(static_cast<int64_t>(block->requested));
     stats_.active_bytes.decrease(static_cast<int64_t>(block->size));
     stats_.allocations.decrease(1);
@@ -441,8 +490,9 @@ class DeviceCachingAllocator final : public Allocator {
   }
 
   void empty_cache() {
-    std::lock_guard<std::mutex> guard(mutex_);
-    release_cached_segments();
+    std::unique_lock<std::mutex> lock(mutex_);
+    process_pending_frees();
+    release_cached_segments(lock);
   }
 
   // fork() support; see Note [Caching allocator].
@@ -461,8 +511,30 @@ class DeviceCachingAllocator final : public Allocator {
   std::string summary();
 
  private:
+  struct PendingFree {
+    Block* block;
+    std::vector<void*> events;  // one per stream that used the block
+  };
+
+  // Returns the pending blocks whose events have all completed to their pools.
+  void process_pending_frees() {
+    for (size_t i = 0; i < pending_.size();) {
+      PendingFree& p = pending_[i];
+      bool done = true;
+      for (void* e : p.events) done = done && backend_.event_done(e);
+      if (!done) {
+        ++i;
+        continue;
+      }
+      for (void* e : p.events) backend_.destroy_event(e);
+      free_locked(p.block);
+      pending_[i] = std::move(pending_.back());
+      pending_.pop_back();
+    }
+  }
+
   // Removes and returns the best-fitting free block of `stream` with at least `size` bytes.
-  Block* take_free_block(BlockPool& pool, size_t size, int stream) {
+  Block* take_free_block(BlockPool& pool, size_t size, uint64_t stream) {
     Block key;
     key.size = size;
     key.stream = stream;
@@ -492,18 +564,18 @@ class DeviceCachingAllocator final : public Allocator {
 
   // Gets a new segment from the backend for a request of `size` rounded bytes; see
   // Note [Caching allocator] for the retry order. Throws OutOfMemoryError.
-  Block* allocate_segment(BlockPool& pool, size_t size, int stream) {
+  Block* allocate_segment(std::unique_lock<std::mutex>& lock, BlockPool& pool, size_t size, uint64_t stream) {
     const size_t preferred = segment_size(size);
     size_t got = 0;
     void* ptr = nullptr;
     for (int attempt = 0; attempt < 2 && ptr == nullptr; ++attempt) {
       if (attempt == 1) {
-        release_cached_segments();
+        release_cached_segments(lock);
         ++stats_.num_alloc_retries;
       }
-      if ((ptr = reserve(preferred)) != nullptr) {
+      if ((ptr = reserve(lock, preferred)) != nullptr) {
         got = preferred;
-      } else if (preferred > size && (ptr = reserve(size)) != nullptr) {
+      } else if (preferred > size && (ptr = reserve(lock, size)) != nullptr) {
         got = size;
       }
     }
@@ -517,23 +589,38 @@ class DeviceCachingAllocator final : public Allocator {
     return block;
   }
 
-  void* reserve(size_t num_bytes) {
-    if (limit_ > 0 && stats_.reserved_bytes.current + static_cast<int64_t>(num_bytes) > limit_) return nullptr;
+  // A new segment from the backend, called with the mutex unlocked (see Note [Caching
+  // allocator]); nullptr when over the limit or out of memory; Error for any other failure.
+  void* reserve(std::unique_lock<std::mutex>& lock, size_t num_bytes) {
+    const auto n = static_cast<int64_t>(num_bytes);
+    if (limit_ > 0 && stats_.reserved_bytes.current + in_flight_bytes_ + n > limit_) return nullptr;
+    in_flight_bytes_ += n;
+    lock.unlock();
     void* ptr = backend_.alloc(num_bytes, device_.index);
+    const char* error = ptr == nullptr && backend_.alloc_error != nullptr ? backend_.alloc_error(device_.index) : nullptr;
+    lock.lock();
+    in_flight_bytes_ -= n;
+    if (error != nullptr) {
+      EMBER_THROW(Error, device_name(device_), ": allocating ", format_size(num_bytes),
+                  " from the device failed, and not for lack of memory: ", error);
+    }
     if (ptr == nullptr) return nullptr;
     stats_.reserved_bytes.increase(static_cast<int64_t>(num_bytes));
     stats_.segments.increase(1);
     return ptr;
   }
 
-  void release_cached_segments() {
+  // Takes every fully free segment out of the pools and returns it to the backend with the
+  // mutex unlocked (the statistics change before, under the lock).
+  void release_cached_segments(std::unique_lock<std::mutex>& lock) {
+    std::vector<char*> segments;
     for (BlockPool* pool : {&small_pool_, &large_pool_}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it;
         if (block->prev == nullptr && block->next == nullptr) {
           it = pool->blocks.erase(it);
           unpoison(device_.is_cpu(), block->ptr, block->size);
-          backend_.free(block->ptr, device_.index);
+          segments.push_back(block->ptr);
           stats_.reserved_bytes.decrease(static_cast<int64_t>(block->size));
           stats_.segments.decrease(1);
           recycle(block);
@@ -542,6 +629,10 @@ class DeviceCachingAllocator final : public Allocator {
         }
       }
     }
+    if (segments.empty()) return;
+    lock.unlock();
+    for (char* ptr : segments) backend_.free(ptr, device_.index);
+    lock.lock();
   }
 
   [[noreturn]] void throw_oom(size_t requested) {
@@ -554,6 +645,10 @@ class DeviceCachingAllocator final : public Allocator {
     if (limit_ > 0) {
       os << " has a total capacity of " << format_size(static_cast<uint64_t>(limit_)) << " (limit) of which "
          << format_size(static_cast<uint64_t>(std::max<int64_t>(0, limit_ - reserved))) << " is free.";
+    } else if (size_t free_bytes = 0, total_bytes = 0;
+               backend_.mem_info != nullptr && backend_.mem_info(device_.index, &free_bytes, &total_bytes)) {
+      os << " has a total capacity of " << format_size(total_bytes) << " of which " << format_size(free_bytes)
+         << " is free.";
     } else if (size_t capacity = backend_.device_capacity ? backend_.device_capacity(device_.index) : 0;
                capacity > 0) {
       os << " has a total capacity of " << format_size(capacity) << " of which "
@@ -599,6 +694,8 @@ class DeviceCachingAllocator final : public Allocator {
   BlockPool small_pool_;
   BlockPool large_pool_;
   FullStats stats_;
+  int64_t in_flight_bytes_ = 0;      // segments being obtained with the mutex unlocked
+  std::vector<PendingFree> pending_;  // Note [Stream-aware frees]
   Block* free_blocks_ = nullptr;
   std::vector<std::unique_ptr<Block[]>> block_storage_;
 };
@@ -606,6 +703,11 @@ class DeviceCachingAllocator final : public Allocator {
 void delete_block(void* ctx, void*) {
   Block* block = static_cast<Block*>(ctx);
   block->owner->free(block);
+}
+
+// The Block behind `data` when it came from one of our allocators.
+Block* block_of(const DataPtr& data) {
+  return data.get() != nullptr && data.deleter() == &delete_block ? static_cast<Block*>(data.context()) : nullptr;
 }
 
 std::string DeviceCachingAllocator::summary() {
@@ -719,6 +821,12 @@ void empty_cache(Device device) { allocator_for(device)->empty_cache(); }
 
 std::string memory_summary(Device device) { return allocator_for(device)->summary(); }
 
+void record_stream(const DataPtr& data, Stream stream) {
+  Block* block = block_of(data);
+  if (block == nullptr || data.device() != stream.device()) return;
+  block->owner->record_stream(block, stream.id());
+}
+
 void set_memory_limit(Device device, int64_t num_bytes) {
   EMBER_CHECK_T(ValueError, num_bytes >= 0, "set_memory_limit: expected num_bytes >= 0 (0 = unlimited), got ",
                 num_bytes);
@@ -729,9 +837,11 @@ int64_t memory_limit(Device device) { return allocator_for(device)->limit(); }
 
 namespace detail {
 
-DataPtr allocate_on_stream(Device device, size_t num_bytes, int stream) {
+DataPtr allocate_on_stream(Device device, size_t num_bytes, uint64_t stream) {
   return allocator_for(device)->allocate_on_stream(num_bytes, stream);
 }
+
+int64_t pending_frees(Device device) { return allocator_for(device)->pending_frees(); }
 
 void register_raw_memory_backend(DeviceType type, RawMemoryBackend backend) {
   EMBER_CHECK(backend.alloc != nullptr && backend.free != nullptr,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/stream.h"
 
 namespace ember {
 
@@ -36,6 +37,7 @@ class DataPtr {
   }
   void* get() const { return ptr_; }
   void* context() const { return ctx_; }
+  Deleter deleter() const { return deleter_; }
   Device device() const { return device_; }
   explicit operator bool() const { return ptr_ != nullptr; }
 
@@ -85,12 +87,29 @@ std::string memory_summary(Device device);
 void set_memory_limit(Device device, int64_t num_bytes);
 int64_t memory_limit(Device device);
 
+/// Marks the memory of `data` (from get_allocator) as used by work queued on `stream`, so that
+/// when it is freed it is not reused, by any stream, before that work is done (PyTorch's
+/// Tensor.record_stream). See Note [Stream-aware frees] in allocator.cpp. No-op for memory from
+/// another allocator, for the stream it was allocated on, and on devices without events (CPU).
+void record_stream(const DataPtr& data, Stream stream);
+
 namespace detail {
 /// Raw system memory for a device type; the CUDA backend registers cudaMalloc/cudaFree here.
+/// The fields after device_capacity are optional (null: not supported by the backend).
 struct RawMemoryBackend {
   void* (*alloc)(size_t num_bytes, int device_index);  // returns nullptr on failure
   void (*free)(void* ptr, int device_index);
   size_t (*device_capacity)(int device_index);          // total bytes, 0 if unknown
+  /// After alloc returned nullptr on this thread: null when it ran out of memory, else what
+  /// failed (the allocator then throws Error with it, not OutOfMemoryError).
+  const char* (*alloc_error)(int device_index) = nullptr;
+  /// Free and total bytes of the device as its driver reports them; false if unknown.
+  bool (*mem_info)(int device_index, size_t* free_bytes, size_t* total_bytes) = nullptr;
+  /// An event recorded on `stream` now; event_done(e) tells whether the work before it
+  /// finished; destroy_event releases it. See Note [Stream-aware frees].
+  void* (*record_event)(int device_index, uint64_t stream) = nullptr;
+  bool (*event_done)(void* event) = nullptr;
+  void (*destroy_event)(void* event) = nullptr;
 };
 /// Installs the backend of `type`. Allocators created afterwards use it; an existing allocator
 /// keeps the backend it was created with (it must free its segments with the same functions).
@@ -99,8 +118,11 @@ void register_raw_memory_backend(DeviceType type, RawMemoryBackend backend);
 /// The backend allocators of `type` created now would use; throws Error when none is registered.
 RawMemoryBackend raw_memory_backend(DeviceType type);
 /// allocate() for a given stream id: blocks are only reused by the stream they were made for.
-/// Allocator::allocate() is stream 0. See Note [Caching allocator].
-DataPtr allocate_on_stream(Device device, size_t num_bytes, int stream);
+/// Allocator::allocate() uses the calling thread's current stream of the device (0 on CPU).
+/// See Note [Caching allocator].
+DataPtr allocate_on_stream(Device device, size_t num_bytes, uint64_t stream);
+/// Blocks freed while their recorded streams' events are pending (Note [Stream-aware frees]).
+int64_t pending_frees(Device device);
 }  // namespace detail
 
 }  // namespace ember

@@ -2,6 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
+#include "core/cuda/cuda_stream.h"
+
 namespace ember::cuda {
 namespace {
 
@@ -30,15 +34,63 @@ class QuietDeviceGuard {
   bool ok_ = true;
 };
 
+// What the calling thread's last failed cuda_alloc hit, when it was not out of memory.
+thread_local std::string t_alloc_error;
+
 void* cuda_alloc(size_t num_bytes, int device_index) {
+  t_alloc_error.clear();
   QuietDeviceGuard guard(device_index);
-  if (!guard.ok()) return nullptr;
+  if (!guard.ok()) {
+    t_alloc_error = "cannot make cuda:" + std::to_string(device_index) + " current";
+    return nullptr;
+  }
   void* ptr = nullptr;
-  if (cudaMalloc(&ptr, num_bytes) != cudaSuccess) {
+  if (const cudaError_t err = cudaMalloc(&ptr, num_bytes); err != cudaSuccess) {
     (void)cudaGetLastError();  // cudaErrorMemoryAllocation is not sticky: clear it
+    if (err != cudaErrorMemoryAllocation) {
+      t_alloc_error = std::string("cudaMalloc: ") + cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")";
+    }
     return nullptr;
   }
   return ptr;
+}
+
+const char* cuda_alloc_error(int) { return t_alloc_error.empty() ? nullptr : t_alloc_error.c_str(); }
+
+bool cuda_mem_info(int device_index, size_t* free_bytes, size_t* total_bytes) {
+  QuietDeviceGuard guard(device_index);
+  if (!guard.ok() || cudaMemGetInfo(free_bytes, total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+// Events of Note [Stream-aware frees] (core/allocator.cpp). A failure to create or record one
+// leaves nothing to wait on: nullptr, which event_done reports as complete after a device sync.
+void* cuda_record_event(int device_index, uint64_t stream) {
+  QuietDeviceGuard guard(device_index);
+  cudaEvent_t event = nullptr;
+  if (!guard.ok() || cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventRecord(event, to_cuda_stream(stream)) != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (event != nullptr) (void)cudaEventDestroy(event);
+    if (cudaDeviceSynchronize() != cudaSuccess) (void)cudaGetLastError();
+    return nullptr;
+  }
+  return event;
+}
+
+bool cuda_event_done(void* event) {
+  if (event == nullptr) return true;
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (err == cudaErrorNotReady) return false;
+  if (err != cudaSuccess) (void)cudaGetLastError();  // a failed kernel: reported by the next checked call
+  return true;
+}
+
+void cuda_destroy_event(void* event) {
+  if (event != nullptr && cudaEventDestroy(static_cast<cudaEvent_t>(event)) != cudaSuccess) (void)cudaGetLastError();
 }
 
 void cuda_free(void* ptr, int device_index) {
@@ -62,7 +114,13 @@ size_t cuda_capacity(int device_index) {
 }  // namespace
 
 ember::detail::RawMemoryBackend cuda_raw_memory_backend() {
-  return ember::detail::RawMemoryBackend{&cuda_alloc, &cuda_free, &cuda_capacity};
+  ember::detail::RawMemoryBackend b{&cuda_alloc, &cuda_free, &cuda_capacity};
+  b.alloc_error = &cuda_alloc_error;
+  b.mem_info = &cuda_mem_info;
+  b.record_event = &cuda_record_event;
+  b.event_done = &cuda_event_done;
+  b.destroy_event = &cuda_destroy_event;
+  return b;
 }
 
 }  // namespace ember::cuda

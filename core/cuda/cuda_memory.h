@@ -1,7 +1,8 @@
 // The raw device memory behind the caching allocator for cuda:N (see Note [Caching allocator]
-// in core/allocator.cpp): cudaMalloc / cudaFree on the right device and cudaMemGetInfo capacity.
-// The functions never throw; failures return nullptr / 0 so the allocator can free its cache,
-// retry and raise OutOfMemoryError with its own message. Thread-safe.
+// in core/allocator.cpp): cudaMalloc / cudaFree on the right device, cudaMemGetInfo capacity and
+// free memory, the reason of a cudaMalloc failure that is not out-of-memory, and the events of
+// Note [Stream-aware frees]. The functions never throw; failures return nullptr / 0 so the
+// allocator can free its cache, retry and raise its own error. Thread-safe.
 #pragma once
 #include "core/allocator.h"
 

@@ -70,9 +70,11 @@ void check_target_values(const std::vector<int64_t>& t, int64_t C, int64_t ignor
 }
 
 bool fused_ok(const Tensor& input, const Tensor& target, const Tensor& weight) {
-  if (!input.device().is_cpu() || !target.device().is_cpu()) return false;
+  // CPU devices share one address space; on CUDA input and target must be on one device.
+  auto same = [&](Device d) { return d.is_cpu() ? input.device().is_cpu() : d == input.device(); };
+  if (!same(target.device())) return false;
   if (input.dtype() != kFloat32 && input.dtype() != kFloat64) return false;
-  if (weight.defined() && (!weight.device().is_cpu() || weight.requires_grad())) return false;
+  if (weight.defined() && (!same(weight.device()) || weight.requires_grad())) return false;
   return input.numel() > 0;
 }
 

@@ -117,6 +117,9 @@ CudaKernels g_kernels{
     .softmax = &softmax,
     .softmax_backward = &softmax_backward,
     .random = &random,
+    .first_bad_target = &first_bad_target,
+    .class_loss_forward = &class_loss_forward,
+    .class_loss_backward = &class_loss_backward,
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
+#include "core/kernels/class_loss.h"
 #include "core/kernels/index.h"
 
 namespace ember::cuda {
@@ -36,6 +37,12 @@ int64_t first_invalid_probability(DType dtype, const void* p, int64_t n, void* s
     return first_failure("probability_check", kernels::ProbabilityInRange<scalar_t>{static_cast<const scalar_t*>(p)},
                          n, slot, device_index);
   });
+}
+
+int64_t first_bad_target(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index, void* slot,
+                         int device_index) {
+  return first_failure("target_check", kernels::TargetInRange{target, num_classes, ignore_index}, n, slot,
+                       device_index);
 }
 
 void index_gather(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* in, void* out,

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/kernels/class_loss.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
 #include "core/kernels/loops.h"
@@ -40,5 +41,11 @@ void softmax(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool lo
 void softmax_backward(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* grad,
                       const void* y, void* grad_in, int device_index);
 void random(const kernels::RandomLaunch& r, int device_index);
+int64_t first_bad_target(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index, void* slot,
+                         int device_index);
+void class_loss_forward(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
+                        double* loss, double* lse, double* row_weight, int device_index);
+void class_loss_backward(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
+                         const double* lse, const void* g_elem, double g_scalar, void* gx, int device_index);
 
 }  // namespace ember::cuda

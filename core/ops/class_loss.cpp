@@ -1,8 +1,11 @@
 // class_loss_forward / class_loss_backward (core/ops/nn_native.h): checks, host copies of the
-// target and weight, dispatch on device. CPU kernels: core/kernels/cpu/class_loss.cpp.
+// target and weight, dispatch on device. CPU kernels: core/kernels/cpu/class_loss.cpp; on CUDA
+// one thread per row runs the functors of core/kernels/class_loss.h.
 #include <cmath>
 
+#include "core/kernels/class_loss.h"
 #include "core/kernels/cpu/class_loss.h"
+#include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
@@ -36,9 +39,11 @@ Prepared prepare(const IntList& sizes, DType dtype, Device device, const Tensor&
                  const Tensor& weight, int64_t ignore_index, double label_smoothing, const char* op) {
   EMBER_CHECK_T(TypeError, dtype == kFloat32 || dtype == kFloat64, op, ": expected float32 or float64 input, got ",
                 dtype);
-  EMBER_CHECK_T(NotImplementedError, device.is_cpu() && target.device().is_cpu() &&
-                                         (!weight.defined() || weight.device().is_cpu()),
-                op, ": no kernel for ", device, " yet");
+  // CPU devices share one address space; a CUDA input needs its target and weight on its device.
+  auto same = [&](Device d) { return d.is_cpu() ? device.is_cpu() : d == device; };
+  EMBER_CHECK(same(target.device()) && (!weight.defined() || same(weight.device())), op,
+              ": expected input, target and weight on one device, got ", device, ", ", target.device(),
+              weight.defined() ? ", " + weight.device().str() : std::string());
   EMBER_CHECK_T(ValueError, !sizes.empty(), op, ": expected 1 or more dimensions, got 0");
   Prepared p;
   if (input.defined()) p.x = contiguous(input);
@@ -64,6 +69,44 @@ Prepared prepare(const IntList& sizes, DType dtype, Device device, const Tensor&
   return p;
 }
 
+// The CUDA functors' view of p (core/kernels/class_loss.h); reads sum(weight) back to the host.
+kernels::ClassLossGeometry cuda_geometry(const Prepared& p) {
+  const auto& r = p.rows;
+  kernels::ClassLossGeometry g;
+  g.N = r.N;
+  g.C = r.C;
+  g.S = r.S;
+  g.target = r.target;
+  g.weight = r.weight;
+  g.ignore_index = r.ignore_index;
+  g.label_smoothing = r.label_smoothing;
+  g.wc_sum = p.weight.defined() ? sum(p.weight).item() : static_cast<double>(r.C);
+  return g;
+}
+
+ClassLossForward class_loss_forward_cuda(const Prepared& p, DType dtype, Device device, bool from_logits,
+                                         const char* op) {
+  auto& k = detail::require_cuda(op);
+  const auto& r = p.rows;
+  const int64_t rows = r.N * r.S;
+  Tensor slot = empty({1}, TensorOptions(kInt64).device(device));
+  if (const int64_t bad = k.first_bad_target(r.target, rows, r.C, r.ignore_index, slot.raw_data(), device.index);
+      bad >= 0) {
+    EMBER_THROW(IndexError, "Target ", p.target.to_vector<int64_t>()[static_cast<size_t>(bad)], " is out of bounds.");
+  }
+  const TensorOptions f64 = TensorOptions(kFloat64).device(device);
+  ClassLossForward out;
+  out.loss = empty({rows}, f64);
+  if (from_logits) out.lse = empty({rows}, f64);
+  Tensor row_weight = empty({rows}, f64);
+  k.class_loss_forward(dtype, cuda_geometry(p), from_logits, p.x.raw_data(), out.loss.data_ptr<double>(),
+                       from_logits ? out.lse.data_ptr<double>() : nullptr, row_weight.data_ptr<double>(),
+                       device.index);
+  out.sum = rows == 0 ? 0.0 : sum(out.loss).item();
+  out.total_weight = rows == 0 ? 0.0 : sum(row_weight).item();
+  return out;
+}
+
 }  // namespace
 
 ClassLossForward class_loss_forward(const Tensor& input, const Tensor& target, const Tensor& weight,
@@ -71,6 +114,7 @@ ClassLossForward class_loss_forward(const Tensor& input, const Tensor& target, c
   const char* op = from_logits ? "cross_entropy" : "nll_loss";
   Prepared p = prepare(input.sizes(), input.dtype(), input.device(), input, target, weight, ignore_index,
                        label_smoothing, op);
+  if (input.device().is_cuda()) return class_loss_forward_cuda(p, input.dtype(), input.device(), from_logits, op);
   auto& r = p.rows;
   const int64_t rows = r.N * r.S;
   for (int64_t i = 0; i < rows; ++i) {
@@ -115,6 +159,23 @@ Tensor class_loss_backward(const IntList& input_sizes, DType dtype, const Tensor
   }
   const TensorOptions opts = TensorOptions(dtype).device(device);
   Tensor gx;
+  if (device.is_cuda()) {
+    Tensor l;
+    if (from_logits) {
+      EMBER_CHECK_T(ValueError, lse.defined() && lse.dtype() == kFloat64 && lse.numel() == r.N * r.S, op,
+                    ": expected the forward's float64 log-sum-exp of ", r.N * r.S, " rows");
+      l = contiguous(lse);
+    }
+    gx = from_logits ? empty(input_sizes, opts) : zeros(input_sizes, opts);
+    if (gx.numel() > 0) {
+      detail::require_cuda(op).class_loss_backward(dtype, cuda_geometry(p), from_logits,
+                                                   from_logits ? p.x.raw_data() : nullptr,
+                                                   from_logits ? l.data_ptr<double>() : nullptr,
+                                                   ge.defined() ? ge.raw_data() : nullptr, grad_scalar, gx.raw_data(),
+                                                   device.index);
+    }
+    return gx;
+  }
   if (from_logits) {
     EMBER_CHECK_T(ValueError, lse.defined() && lse.dtype() == kFloat64 && lse.numel() == r.N * r.S, op,
                   ": expected the forward's float64 log-sum-exp of ", r.N * r.S, " rows");

@@ -1,6 +1,6 @@
 // CUDA-vs-CPU columns of the ops whose CUDA path runs launch-grid functors (index_select,
 // gather, scatter_add_, index_add_, masked_fill, one_hot, softmax / log_softmax forward and
-// backward, every random op): same inputs, float32 and float64, non-contiguous views, and the
+// backward, the fused class-index losses, every random op): same inputs, float32 and float64, non-contiguous views, and the
 // same typed errors on both devices. The CPU grid-emulation tests (launch_grid_test) cover the
 // kernel bodies everywhere; these prove the launches on a GPU and skip without one.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 #include "tests/support/cuda.h"
 
@@ -108,6 +109,34 @@ TEST(CudaOps, SoftmaxForwardAndBackwardMatchCpu) {
   }
   Tensor inf_row = full({2, 3}, -INFINITY);
   expect_close(log_softmax(gpu(inf_row), 1), log_softmax(inf_row, 1), 0, "an all -inf row");
+}
+
+TEST(CudaOps, ClassIndexLossesForwardAndBackwardMatchCpu) {
+  EMBER_REQUIRE_CUDA();
+  for (DType dt : {kFloat32, kFloat64}) {
+    const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    for (int64_t S : {1, 3}) {
+      Tensor x = to(mul(randn({6, 7, S}), 2.0), dt);
+      Tensor target = ints({0, 6, -100, 3, 3, 1, 2, 5, 4, 0, 6, 1, 2, 3, 4, 5, 6, 0}, {18});
+      target = reshape(narrow(target, 0, 0, 6 * S), {6, S});
+      Tensor weight = add(to(rand({7}), kFloat64), 0.5);
+      for (bool ce : {true, false}) {
+        const double ls = ce ? 0.1 : 0.0;
+        auto want = class_loss_forward(x, target, weight, -100, ls, ce);
+        auto got = class_loss_forward(gpu(x), gpu(target), gpu(weight), -100, ls, ce);
+        expect_close(got.loss, want.loss, tol, "per-row loss");
+        EXPECT_NEAR(got.sum, want.sum, tol * (1 + std::fabs(want.sum)));
+        EXPECT_NEAR(got.total_weight, want.total_weight, 1e-12);
+        Tensor ge = to(randn({6 * S}), dt);
+        Tensor gx = class_loss_backward(x.sizes(), dt, ce ? gpu(x) : Tensor(), gpu(target), gpu(weight), got.lse,
+                                        gpu(ge), 0.0, -100, ls, ce);
+        Tensor want_gx = class_loss_backward(x.sizes(), dt, ce ? x : Tensor(), target, weight, want.lse, ge, 0.0, -100,
+                                             ls, ce);
+        expect_close(gx, want_gx, tol, "input gradient");
+      }
+    }
+  }
+  EXPECT_THROW(class_loss_forward(gpu(randn({2, 3})), gpu(ints({0, 3})), Tensor(), -100, 0.0, true), IndexError);
 }
 
 // Note [Philox stream layout]: the same seed and offset give the same numbers on both devices.

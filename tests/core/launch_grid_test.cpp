@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/generator.h"
+#include "core/kernels/class_loss.h"
 #include "core/kernels/index.h"
 #include "core/kernels/launch.h"
 #include "core/kernels/random.h"
@@ -20,6 +21,7 @@
 #include "core/ops/detail/index_geometry.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 
 namespace ember {
@@ -250,6 +252,92 @@ void check_softmax_functors(DType dtype) {
 
 TEST(LaunchGrid, SoftmaxFunctorsMatchTheCpuOpsFloat32) { check_softmax_functors<float>(kFloat32); }
 TEST(LaunchGrid, SoftmaxFunctorsMatchTheCpuOpsFloat64) { check_softmax_functors<double>(kFloat64); }
+
+// ---- class-index losses ---------------------------------------------------------------------
+
+void expect_near_tol(const Tensor& got, const Tensor& want, double tol, const char* what) {
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  const auto g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], tol * (1 + std::fabs(w[i]))) << what << " at " << i;
+}
+
+template <typename T>
+void check_class_loss_functors(DType dtype) {
+  manual_seed(9);
+  const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  for (int64_t S : {1, 3}) {  // S == 1 is the CPU's vectorized float32 layout, S == 3 its generic one
+    const int64_t N = 4, C = 5, rows = N * S;
+    Tensor x = native::to(native::mul(randn({N, C, S}), 2.0), dtype);
+    std::vector<int64_t> tv;
+    for (int64_t r = 0; r < rows; ++r) tv.push_back(r == 2 ? -100 : (r * 3) % C);
+    Tensor target = from_vector(tv, {N, S});
+    Tensor weight = native::add(native::to(rand({C}), kFloat64), 0.5);
+    for (bool from_logits : {true, false}) {
+      for (double ls : {0.0, 0.2}) {
+        if (!from_logits && ls > 0) continue;  // nll_loss has no label smoothing
+        for (bool weighted : {false, true}) {
+          const Tensor w = weighted ? weight : Tensor();
+          auto want = native::class_loss_forward(x, target, w, -100, ls, from_logits);
+          kernels::ClassLossGeometry g;
+          g.N = N;
+          g.C = C;
+          g.S = S;
+          g.target = target.data_ptr<int64_t>();
+          g.weight = weighted ? weight.data_ptr<double>() : nullptr;
+          g.ignore_index = -100;
+          g.label_smoothing = ls;
+          g.wc_sum = weighted ? native::sum(weight).item() : static_cast<double>(C);
+          for (const Grid& grid : kGrids) {
+            Tensor loss = empty({rows}, TensorOptions(kFloat64)), lse = empty({rows}, TensorOptions(kFloat64));
+            Tensor rw = empty({rows}, TensorOptions(kFloat64));
+            if (from_logits) {
+              run_emulated(kernels::CrossEntropyRowF<T>{g, x.data_ptr<T>(), loss.data_ptr<double>(),
+                                                        lse.data_ptr<double>(), rw.data_ptr<double>()},
+                           rows, grid);
+              expect_near_tol(lse, want.lse, tol, "lse");
+            } else {
+              run_emulated(kernels::NllRowF<T>{g, x.data_ptr<T>(), loss.data_ptr<double>(), rw.data_ptr<double>()},
+                           rows, grid);
+            }
+            expect_near_tol(loss, want.loss, tol, "per-row loss");
+            EXPECT_NEAR(native::sum(loss).item(), want.sum, tol * (1 + std::fabs(want.sum)));
+            EXPECT_NEAR(native::sum(rw).item(), want.total_weight, 1e-12);
+
+            Tensor ge = native::to(randn({rows}), dtype);
+            for (bool per_elem : {true, false}) {
+              Tensor want_gx = native::class_loss_backward(x.sizes(), dtype, from_logits ? x : Tensor(), target, w,
+                                                           want.lse, per_elem ? ge : Tensor(), 0.75, -100, ls,
+                                                           from_logits);
+              Tensor gx = zeros(x.sizes(), TensorOptions(dtype));
+              const T* gp = per_elem ? ge.data_ptr<T>() : nullptr;
+              if (from_logits) {
+                Tensor l = native::contiguous(want.lse);
+                run_emulated(kernels::CrossEntropyBackwardRowF<T>{g, x.data_ptr<T>(), l.data_ptr<double>(), gp, 0.75,
+                                                                  gx.data_ptr<T>()},
+                             rows, grid);
+              } else {
+                run_emulated(kernels::NllBackwardRowF<T>{g, gp, 0.75, gx.data_ptr<T>()}, rows, grid);
+              }
+              expect_near_tol(gx, want_gx, tol, "input gradient");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LaunchGrid, ClassLossFunctorsMatchTheCpuOpsFloat32) { check_class_loss_functors<float>(kFloat32); }
+TEST(LaunchGrid, ClassLossFunctorsMatchTheCpuOpsFloat64) { check_class_loss_functors<double>(kFloat64); }
+
+TEST(LaunchGrid, TargetCheckFindsTheFirstBadTarget) {
+  std::vector<int64_t> t{0, -100, 4, 5, -1};
+  for (const Grid& grid : kGrids) {
+    unsigned long long slot = kernels::kNoFailure;
+    run_emulated(kernels::FirstFailureF<kernels::TargetInRange>{{t.data(), 5, -100}, &slot}, 5, grid);
+    EXPECT_EQ(slot, 3u);
+  }
+}
 
 // ---- random ops: the CUDA-path functors produce the CPU stream --------------------------------
 

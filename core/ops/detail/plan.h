@@ -3,6 +3,7 @@
 #pragma once
 #include <initializer_list>
 
+#include "core/kernels/class_loss.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
 #include "core/kernels/loops.h"
@@ -61,6 +62,17 @@ struct CudaKernels {
                            const void* y, void* grad_in, int device_index);
   /// Fills r.out (contiguous, r.t.n elements) from the Philox stream (core/kernels/random.h).
   void (*random)(const kernels::RandomLaunch& r, int device_index);
+  /// The first row whose target is neither in [0, num_classes) nor ignore_index, or -1. Waits.
+  int64_t (*first_bad_target)(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index, void* slot,
+                              int device_index);
+  /// Per row of g (N * S rows): loss, lse (cross_entropy only; may be null for nll) and the
+  /// row's weight w[target] (0 where ignored). float32/64 input x.
+  void (*class_loss_forward)(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
+                             double* loss, double* lse, double* row_weight, int device_index);
+  /// gx (dtype, shape of x; zeroed by the caller for nll) from the forward's lse; g_elem (dtype,
+  /// per row) or g_scalar when null.
+  void (*class_loss_backward)(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
+                              const double* lse, const void* g_elem, double g_scalar, void* gx, int device_index);
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);

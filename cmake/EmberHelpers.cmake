@@ -75,9 +75,15 @@ endfunction()
 # die_after_fork=0 lets the tests that fork a multi-threaded process (the thread pool's fork
 # tests, DataLoader workers) go on, which TSan otherwise refuses outright.
 # Undefined: halt_on_error and a stack trace (the -fno-sanitize-recover above already stops).
-# Address: the defaults (halt on error, leak check at exit); a test that must differ appends
-# its own ASAN_OPTIONS (process_group_mpi_test: detect_leaks=0).
+# Address: allocator_may_return_null=1, so that an allocation too large to exist fails as it does
+# without ASan (the checked-shape and packed-sequence tests expect OutOfMemoryError where ASan's
+# allocator would otherwise abort with allocation-size-too-big); otherwise the defaults. A test
+# that must differ appends its own ASAN_OPTIONS, repeating that flag (process_group_mpi_test:
+# detect_leaks=0).
 function(ember_sanitizer_test_env test_name)
+  if(EMBER_SANITIZE_ADDRESS)
+    set_property(TEST ${test_name} APPEND PROPERTY ENVIRONMENT "ASAN_OPTIONS=allocator_may_return_null=1")
+  endif()
   if(EMBER_SANITIZE_THREAD)
     set_property(TEST ${test_name} APPEND PROPERTY ENVIRONMENT
       "TSAN_OPTIONS=die_after_fork=0 suppressions=${PROJECT_SOURCE_DIR}/tests/support/tsan.supp")

@@ -2,7 +2,7 @@
 // The load of a header with 200,000 small tensors (an ~11 MB file) shows that header parsing is
 // linear (issue 19, item 4: the ordered-JSON parser took 80 s); the plain read of the same
 // file's bytes in the same run is the floor it compares with. Timings are reported, never
-// asserted (STYLE.md section 7).
+// asserted (bench/CMakeLists.txt).
 #include <time.h>
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // error_of: the text of the error a piece of code raises, for tests that check what an error
-// says (DESIGN.md: errors name the op, what was expected and what arrived). Header-only;
+// says (errors name the op, what was expected and what arrived: core/error.h). Header-only;
 // used by tests only.
 #pragma once
 #include <gtest/gtest.h>

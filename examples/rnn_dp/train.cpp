@@ -32,6 +32,7 @@
 #include "nn/optim/adam.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed/init.h"
+#include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed_data_parallel.h"
 
 namespace rnn_dp {
@@ -147,10 +148,15 @@ Rank join_job(const Options& o, std::FILE* out) {
   r.local_world = env.local_world_size.value_or(1);
   r.timeout_ms = io.timeout_ms;
   // Every rank says who it is (ember-run prefixes the line with the rank): a test or an
-  // operator can find the process of a given rank.
-  std::fprintf(out, "rnn_dp: rank %d of %d (local rank %d, pid %d), %s backend%s\n", r.rank, r.world,
+  // operator can find the process of a given rank, and on tcp the address its peers reach.
+  std::string where;
+  if (const auto* tcp = dynamic_cast<const ember::parallel::ProcessGroupTCP*>(r.group.get());
+      tcp != nullptr && !tcp->address().empty())
+    where = ", listening on " + tcp->address();
+  std::fprintf(out, "rnn_dp: rank %d of %d (local rank %d, pid %d), %s backend%s%s\n", r.rank, r.world,
                env.local_rank.value_or(0), static_cast<int>(::getpid()), backend.c_str(),
-               env.restart_count ? (", restart " + std::to_string(env.restart_count)).c_str() : "");
+               env.restart_count ? (", restart " + std::to_string(env.restart_count)).c_str() : "",
+               where.c_str());
   std::fflush(out);
   return r;
 }

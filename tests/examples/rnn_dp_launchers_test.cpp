@@ -2,13 +2,16 @@
 // (torch 1.13; its agent hosts a PyTorch TCPStore and the ranks speak that store's protocol)
 // with 2 and 3 processes, and with --max_restarts 1 after a killed rank (the restart resumes
 // from the checkpoint and ends bit for bit where an uninterrupted run ends); Slurm's srun on a
-// one-node Slurm the test starts itself; two ember-run "nodes" on loopback addresses. Each
-// skips, saying why, where its launcher cannot run here.
+// one-node Slurm the test starts itself; two ember-run "nodes" on loopback addresses; mpirun
+// with a hostfile of two loopback "hosts". Each skips, saying why, where its launcher cannot
+// run here.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -272,6 +275,70 @@ TEST_F(RnnDpLaunchers, TwoEmberRunNodesOnLoopbackAddressesFollowTheSingleProcess
   RunResult s = rnn_dp("single", kSmall + " --epochs 2 --single-device --batch-size 64");
   ASSERT_EQ(s.exit_code, 0) << s.output;
   expect_same_parameters(last("nodes"), last("single"), 1e-5);
+}
+
+// ---- mpirun over two hosts -------------------------------------------------------------------
+
+// Two mpirun "hosts" from a hostfile: 127.0.0.2 and 127.0.0.3, one slot each. OpenMPI starts
+// a remote host's ranks through `ssh HOST orted ...`; with no sshd here, the launch agent
+// (--mca plm_rsh_agent) is a script that runs that command on this machine, as ssh would on
+// HOST, giving it what HOST would give its processes: EMBER_TCP_HOST=HOST (a real host finds
+// its address on the route to MASTER_ADDR) and EMBER_TCP_CMA=0 (two hosts cannot read each
+// other's memory: every byte goes through the sockets).
+class MpiHosts {
+ public:
+  explicit MpiHosts(const fs::path& dir) {
+#ifndef RNN_DP_MPIRUN
+    why_not_ = "built without MPI (EMBER_HAVE_MPI off): no mpirun to start the hosts";
+#else
+    const fs::path hostfile = dir / "hosts", agent = dir / "agent.sh";
+    std::ofstream(hostfile) << "127.0.0.2 slots=1\n127.0.0.3 slots=1\n";
+    std::ofstream(agent) << "#!/bin/sh\n# ssh HOST COMMAND, run on this machine as if on HOST\nhost=$1\nshift\n"
+                            "EMBER_TCP_HOST=$host EMBER_TCP_CMA=0 exec sh -c \"$*\"\n";
+    fs::permissions(agent, fs::perms::owner_all);
+    prefix_ = std::string(RNN_DP_MPIRUN) + " --allow-run-as-root --hostfile " + hostfile.string() +
+              " --mca plm_rsh_agent " + agent.string() + " -np 2 ";
+    // Can OpenMPI start one rank on each host through the agent? If not, say what it said.
+    const RunResult probe = run_command(prefix_ + "sh -c 'echo on-host=$EMBER_TCP_HOST'");
+    if (probe.exit_code != 0) {
+      why_not_ = "mpirun cannot start ranks on the hosts 127.0.0.2 and 127.0.0.3 here: " + probe.output;
+    } else if (probe.output.find("on-host=127.0.0.2") == std::string::npos ||
+               probe.output.find("on-host=127.0.0.3") == std::string::npos) {
+      why_not_ = "mpirun did not start the ranks through the launch agent (it took the loopback hosts for this "
+                 "one): " + probe.output;
+    }
+#endif
+  }
+  const std::string& why_not() const { return why_not_; }
+  /// The mpirun command line up to the program: two ranks, one per host.
+  const std::string& mpirun() const { return prefix_; }
+
+ private:
+  std::string why_not_, prefix_;
+};
+
+// The ranks take rank and world from OMPI_COMM_WORLD_*, rank 0 hosts the store on
+// MASTER_ADDR (127.0.0.2; MPI carries the store token it draws), each listens and connects on
+// its host's address, and training follows the single process.
+TEST_F(RnnDpLaunchers, MpirunOverTwoHostsOfAHostfileFollowsTheSingleProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+  MpiHosts hosts(dir_);
+  if (!hosts.why_not().empty()) GTEST_SKIP() << hosts.why_not();
+  RunResult r = run_command(hosts.mpirun() + "-x MASTER_ADDR=127.0.0.2 -x MASTER_PORT=" + std::to_string(free_port()) +
+                            " " + RNN_DP_BINARY + " --ddp --backend tcp " + files("mpi-hosts") + " " + kSmall +
+                            " --epochs 2 --batch-size 64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(rank 0 of 2 \(local rank 0, pid \d+\), tcp backend, )"
+                                                     R"(listening on 127\.0\.0\.2:\d+)")))
+      << r.output;
+  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(rank 1 of 2 \(local rank 0, pid \d+\), tcp backend, )"
+                                                     R"(listening on 127\.0\.0\.3:\d+)")))
+      << r.output;
+  EXPECT_NE(r.output.find("DistributedDataParallel over 2 ranks (tcp backend)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch=2 "), std::string::npos) << r.output;
+  RunResult s = rnn_dp("single", kSmall + " --epochs 2 --single-device --batch-size 64");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  expect_same_parameters(last("mpi-hosts"), last("single"), 1e-5);
 }
 
 // Node 1's ember-run is SIGKILLed in epoch 2: its rank dies with it (the guardian), node 0's

@@ -12,11 +12,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "core/error.h"
 #include "parallel/distributed/hash_store.h"
+#include "parallel/distributed/tcp/detail/mesh.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "tests/parallel/process_group_test_util.h"
 
@@ -34,8 +37,9 @@ ProcessGroupTCPOptions fast_options(int64_t timeout_ms = 20'000) {
 
 using Groups = std::vector<std::unique_ptr<ProcessGroupTCP>>;
 
-// Builds n groups (one per rank, each constructed on its own thread, as rendezvous needs).
-Groups make_groups(int n, ProcessGroupTCPOptions o = fast_options()) {
+// Builds n groups (one per rank, each constructed on its own thread, as rendezvous needs);
+// rank r's options are options_of(r).
+Groups make_groups(int n, const std::function<ProcessGroupTCPOptions(int)>& options_of) {
   auto store = std::make_shared<HashStore>();
   Groups groups(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -43,7 +47,7 @@ Groups make_groups(int n, ProcessGroupTCPOptions o = fast_options()) {
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        groups[r] = std::make_unique<ProcessGroupTCP>(store, r, n, o);
+        groups[r] = std::make_unique<ProcessGroupTCP>(store, r, n, options_of(r));
       } catch (const std::exception& e) {
         errors[r] = e.what();
       }
@@ -51,6 +55,10 @@ Groups make_groups(int n, ProcessGroupTCPOptions o = fast_options()) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
   return groups;
+}
+
+Groups make_groups(int n, ProcessGroupTCPOptions o = fast_options()) {
+  return make_groups(n, [&o](int) { return o; });
 }
 
 // Runs f(rank's group) on one thread per rank; an exception is a test failure naming the rank.
@@ -128,6 +136,58 @@ TEST(ProcessGroupTCP, RankSizeAndBackendName) {
     EXPECT_EQ(groups[r]->backend_name(), "tcp");
     EXPECT_FALSE(groups[r]->is_broken());
   }
+}
+
+// "a.b.c.d:port" of a /proc/net/tcp address ("0200007F:1F90" is 127.0.0.2:8080).
+std::string proc_net_address(const std::string& hex) {
+  const uint32_t ip = static_cast<uint32_t>(std::stoul(hex.substr(0, 8), nullptr, 16));  // host order of
+  const unsigned port = static_cast<unsigned>(std::stoul(hex.substr(9), nullptr, 16));  // the kernel's bytes
+  return std::to_string(ip & 0xff) + "." + std::to_string((ip >> 8) & 0xff) + "." + std::to_string((ip >> 16) & 0xff) +
+         "." + std::to_string(ip >> 24) + ":" + std::to_string(port);
+}
+
+// The established IPv4 TCP connections of this network namespace, as (local, remote).
+std::vector<std::pair<std::string, std::string>> established_connections() {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<std::pair<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string slot, local, remote, state;
+    f >> slot >> local >> remote >> state;
+    if (state == "01") out.emplace_back(proc_net_address(local), proc_net_address(remote));
+  }
+  return out;
+}
+
+// Note [Source address]: ranks given distinct addresses of this host (here two loopback
+// addresses standing for two hosts) listen on theirs and connect from theirs, so every
+// connection of the group runs between the two advertised addresses.
+TEST(ProcessGroupTCP, RanksListenAndConnectOnTheirAdvertisedAddresses) {
+  if (!std::ifstream("/proc/net/tcp")) GTEST_SKIP() << "no /proc/net/tcp to see the connections in";
+  const std::vector<std::string> hosts = {"127.0.0.2", "127.0.0.3"};
+  Groups groups = make_groups(2, [&hosts](int rank) {
+    ProcessGroupTCPOptions o = fast_options();
+    o.host = hosts[static_cast<size_t>(rank)];
+    o.same_host_copy = false;
+    return o;
+  });
+  ASSERT_TRUE(groups[0] && groups[1]);
+  const std::string a0 = groups[0]->address(), a1 = groups[1]->address();
+  EXPECT_EQ(a0.rfind("127.0.0.2:", 0), 0u) << a0;
+  EXPECT_EQ(a1.rfind("127.0.0.3:", 0), 0u) << a1;
+  // Rank 1 connected to rank 0 (the higher rank connects): one connection per channel, from
+  // 127.0.0.3 to rank 0's listening address; none of the group's connections uses 127.0.0.1.
+  int from_rank1 = 0;
+  for (const auto& [local, remote] : established_connections()) {
+    if (remote == a0) {
+      EXPECT_EQ(local.rfind("127.0.0.3:", 0), 0u) << "a connection to rank 0 comes from " << local;
+      ++from_rank1;
+    }
+  }
+  EXPECT_EQ(from_rank1, tcp::detail::kNumChannels) << "connections to " << a0;
+  on_ranks(groups, [](ProcessGroupTCP& pg) { EXPECT_EQ(test::check_all_reduce(pg, kFloat32, 100, ReduceOp::SUM), ""); });
 }
 
 TEST(ProcessGroupTCP, AllReduceIsInPlaceOnTwoDimensionalTensors) {

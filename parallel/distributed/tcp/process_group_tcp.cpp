@@ -92,6 +92,7 @@ ProcessGroupTCP::~ProcessGroupTCP() {
 
 bool ProcessGroupTCP::is_broken() const { return state_->broken(); }
 bool ProcessGroupTCP::same_host_copy_active() const { return !ctx_->cma_pids.empty(); }
+const std::string& ProcessGroupTCP::address() const { return mesh_->address(); }
 
 std::string ProcessGroupTCP::broken_reason() const { return state_->reason(); }
 

@@ -66,6 +66,9 @@ class ProcessGroupTCP final : public ProcessGroup {
   bool is_broken() const override;
   /// Whether the same-host fast path is on for this group (ProcessGroupTCPOptions::same_host_copy).
   bool same_host_copy_active() const;
+  /// "host:port" the other ranks connect to (host as options.host or default_host() gave it;
+  /// this rank's own connections leave from that host too). Empty for a group of one.
+  const std::string& address() const;
   /// Why it broke (the first failure's message); empty while it is not.
   std::string broken_reason() const override;
   /// Breaks the group now: running and queued operations fail with `reason`, and the peers'

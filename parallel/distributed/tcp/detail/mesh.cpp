@@ -103,13 +103,20 @@ std::pair<std::string, uint16_t> split_host_port(const std::string& s) {
   return {s.substr(0, colon), static_cast<uint16_t>(std::atoi(s.c_str() + colon + 1))};
 }
 
-// Connects to addr, retrying refused connections until the deadline. Returns -1 and sets
-// *error on failure.
-int connect_until(const Address& addr, Clock::time_point deadline, int* error) {
+// Connects to addr from `local` (this rank's advertised address, any port) when it is of the
+// same address family, retrying refused connections until the deadline. Returns -1 and sets
+// *error on failure. See Note [Source address].
+int connect_until(const Address& addr, const Address& local, Clock::time_point deadline, int* error) {
   for (;;) {
     int fd = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       *error = errno;
+      return -1;
+    }
+    if (local.storage.ss_family == addr.storage.ss_family &&
+        ::bind(fd, reinterpret_cast<const sockaddr*>(&local.storage), local.len) != 0) {
+      *error = errno;
+      ::close(fd);
       return -1;
     }
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr.storage), addr.len) == 0) return fd;
@@ -191,7 +198,12 @@ Mesh::Mesh(Store& store, const MeshOptions& o) {
   ::getsockname(listener.fd(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
   const uint16_t port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  store.set("tcp/addr/" + std::to_string(o.rank), o.host + ":" + std::to_string(port));
+  address_ = o.host + ":" + std::to_string(port);
+  store.set("tcp/addr/" + std::to_string(o.rank), address_);
+  // Note [Source address]: connections to lower ranks leave from the advertised address too
+  // (port 0: the kernel picks), so on a host with several addresses (or several loopback
+  // "hosts" in a test) a rank's traffic comes from the address its peers know it by, not
+  // from whichever address the route would pick. bind_addr's port is 0.
 
   // Connect to every lower rank (they accept us), channel by channel.
   for (int peer = 0; peer < o.rank; ++peer) {
@@ -201,7 +213,7 @@ Mesh::Mesh(Store& store, const MeshOptions& o) {
     const Address addr = resolve(who, host, peer_port);
     for (int ch = 0; ch < kNumChannels; ++ch) {
       int err = 0;
-      Socket s(connect_until(addr, deadline, &err));
+      Socket s(connect_until(addr, bind_addr, deadline, &err));
       EMBER_CHECK_T(DistributedError, s.valid(), who, ": cannot connect to rank ", peer, " at ", where,
                     ": ", errno_text(err));
       s.configure(o.buffer_bytes);

@@ -35,6 +35,9 @@ class Mesh {
   Mesh(Store& store, const MeshOptions& options);
 
   Socket& socket(int peer, int channel) { return sockets_[index(peer, channel)]; }
+  /// "host:port" this rank listens on (what the other ranks connect to); connections this
+  /// rank opens leave from the same host (see Note [Source address] in mesh.cpp).
+  const std::string& address() const { return address_; }
   /// Shuts every socket down (wakes all blocked I/O). Thread-safe, idempotent.
   void shutdown_all();
 
@@ -43,6 +46,7 @@ class Mesh {
     return static_cast<size_t>(peer) * kNumChannels + static_cast<size_t>(channel);
   }
   std::vector<Socket> sockets_;  // [peer * kNumChannels + channel]; invalid for this rank
+  std::string address_;         // empty for a group of one
 };
 
 /// The address peers should use for this host: EMBER_TCP_HOST if set; else the local

@@ -41,9 +41,7 @@ std::string node_name(const Node* n) { return n ? n->name() : "None"; }
 
 // ---- SavedVariable ---------------------------------------------------------------------
 
-SavedVariable::SavedVariable(const Tensor& t) {
-  if (!t.defined()) return;
-  // An alias without autograd metadata: same storage, geometry and version counter.
+Tensor alias_without_history(const Tensor& t) {
   auto impl = std::make_shared<TensorImpl>();
   const TensorImpl* src = t.impl();
   impl->storage = src->storage;
@@ -54,7 +52,17 @@ SavedVariable::SavedVariable(const Tensor& t) {
   impl->dtype = src->dtype;
   impl->contiguous = src->contiguous;
   impl->version = src->version;
-  data_ = Tensor(std::move(impl));
+  impl->inference = src->inference;
+  return Tensor(std::move(impl));
+}
+
+SavedVariable::SavedVariable(const Tensor& t) {
+  if (!t.defined()) return;
+  // See Note [Inference tensors] in autograd/inference_mode.h.
+  EMBER_CHECK(!t.is_inference() || InferenceModeState::is_enabled(),
+              "Inference tensors cannot be saved for backward. To work around you can make a clone to get a normal "
+              "tensor and use it in autograd.");
+  data_ = alias_without_history(t);
   saved_version_ = t.version();
 }
 

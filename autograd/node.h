@@ -79,11 +79,16 @@ class Node : public std::enable_shared_from_this<Node> {
 
 std::string node_name(const Node* n);
 
+/// A new handle over t's data (same storage, geometry, version counter and inference flag)
+/// without autograd metadata: what detach() returns and what SavedVariable keeps.
+Tensor alias_without_history(const Tensor& t);
+
 /// A tensor saved for backward. Holds the data without autograd metadata (no reference
 /// cycles through grad_fn) and the version at save time; unpack() throws if it changed.
 class SavedVariable {
  public:
   SavedVariable() = default;
+  /// Throws Error for an inference tensor outside InferenceMode (Note [Inference tensors]).
   explicit SavedVariable(const Tensor& t);
   /// Returns the saved tensor, or throws Error naming `op` when it was modified in place.
   Tensor unpack(const char* op) const;

@@ -137,11 +137,16 @@ inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 inline Tensor operator-(double a, const Tensor& b) { return rsub(b, a); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
-/// Rebinds `a` to a + b (a new tensor with history), exactly like Python's `total_loss += loss`.
+/// Rebinds `a` to a + b (a new tensor with history), like Python's `total_loss += loss` when
+/// total_loss starts as a number. Unlike LibTorch's `+=`, never writes into a's data (a may be a
+/// leaf that requires grad); for that, use the in-place method a.add_(b).
 inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = add(a, b); }
 inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a = sub(a, b); }
 inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a = mul(a, b); }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a = div(a, b); }
 inline Tensor& operator+=(Tensor& a, double b) { return a = add(a, b); }
+inline Tensor& operator-=(Tensor& a, double b) { return a = sub(a, b); }
 inline Tensor& operator*=(Tensor& a, double b) { return a = mul(a, b); }
+inline Tensor& operator/=(Tensor& a, double b) { return a = div(a, b); }
 
 }  // namespace ember

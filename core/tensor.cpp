@@ -121,6 +121,9 @@ Tensor& Tensor::requires_grad_(bool on) {
   if (on) {
     EMBER_CHECK_T(TypeError, ember::is_floating_point(i->dtype),
                   "requires_grad_: only tensors of floating point dtype can require gradients, got ", i->dtype);
+    EMBER_CHECK(!i->inference || InferenceModeState::is_enabled(),
+                "requires_grad_: setting requires_grad=True on an inference tensor outside InferenceMode is not "
+                "allowed (clone() it outside InferenceMode to get a normal tensor)");
   } else {
     EMBER_CHECK(is_leaf(), "requires_grad_(false): you can only change requires_grad flags of leaf variables. "
                 "If you want to use a computed variable in a subgraph that doesn't require differentiation use "

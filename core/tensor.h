@@ -2,7 +2,8 @@
 // version counter, autograd metadata). Copies of a Tensor alias the same data; views share
 // storage. The handle itself is not synchronized: share tensors across threads read-only,
 // or synchronize writers yourself. Math lives in free functions: core/ops/*.h (ember::native,
-// no autograd) and autograd/ops.h (ember::, differentiable).
+// no autograd) and autograd/ops.h (ember::, differentiable); the LibTorch-style methods below
+// (x.view(...), x.sum(), x.index({...})) call the differentiable ones (Note [Tensor methods]).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -10,18 +11,24 @@
 #include <initializer_list>
 #include <memory>
 #include <ostream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/inference_mode.h"
 #include "core/storage.h"
 
 namespace ember {
 
 namespace autograd {
 class Node;
+}
+namespace indexing {
+class TensorIndex;  // core/tensor_index.h, included at the end of this header
 }
 
 class Tensor;
@@ -61,6 +68,8 @@ struct TensorImpl {
   std::unique_ptr<AutogradMeta> autograd;
   bool is_view = false;
   std::shared_ptr<TensorImpl> view_base;  // the tensor this one is a view of (autograd checks)
+  /// Created under InferenceMode (or a view of such a tensor): see Note [Inference tensors].
+  bool inference = InferenceModeState::is_enabled();
 
   /// Recomputes numel and contiguity after sizes/strides change. Throws ValueError naming `op`
   /// for a negative size or a shape whose element or byte count overflows int64 (see Note
@@ -99,6 +108,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(); }
   const Storage& storage() const { return checked()->storage; }
   bool is_floating_point() const { return ember::is_floating_point(dtype()); }
+  /// True for a tensor made under InferenceMode (Note [Inference tensors]).
+  bool is_inference() const { return checked()->inference; }
 
   /// Address of element 0 (storage base + offset).
   void* raw_data() const {
@@ -151,6 +162,131 @@ class Tensor {
 
   std::string str() const;  // PyTorch-style printing: values, dtype, device, grad_fn
 
+  // ---- LibTorch-style methods --------------------------------------------------------------
+  // Note [Tensor methods]
+  // The methods below are declared here, in core, and defined in ember_autograd
+  // (autograd/tensor_methods.cpp), where each one calls the differentiable free function of the
+  // same name (autograd/ops.h, autograd/indexing.h): x.view(s) is ember::view(x, s), so history
+  // is recorded exactly as with the free functions and there is one implementation of each op.
+  // core's code never calls them (core may not depend on autograd; see the link lines in
+  // core/CMakeLists.txt and autograd/CMakeLists.txt), and a program that uses them must link
+  // ember_autograd (or ember::ember): linking ember_core alone gives an undefined reference to
+  // e.g. ember::Tensor::view, at link time, never a silent fallback. Tensor::backward() was the
+  // first member of this kind. In-place methods (trailing _) are const and return *this, as in
+  // LibTorch: the handle is not changed, the data (and autograd history) it shares is.
+  // Shapes, dtypes and errors are those of the free functions.
+
+  // views and shape
+  Tensor view(const IntList& sizes) const;
+  Tensor reshape(const IntList& sizes) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(const IntList& sizes) const;
+  Tensor expand_as(const Tensor& other) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;
+  Tensor permute(const IntList& dims) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  /// x[i] is x.select(0, i).
+  Tensor operator[](int64_t index) const;
+  Tensor contiguous() const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+
+  // conversion and history
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;
+  Tensor to(Device device, DType dtype) const;
+  Tensor cpu() const;
+  Tensor clone() const;
+  /// Shares the data, has no history and does not require grad.
+  Tensor detach() const;
+
+  // reductions
+  Tensor sum() const;
+  Tensor sum(const IntList& dims, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const IntList& dims, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  /// The largest element (0-dim); max(dim) gives (values, indices).
+  Tensor max() const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor amax(const IntList& dims = {}, bool keepdim = false) const;
+  /// Index of the largest element of the flattened tensor (0-dim int64).
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor norm() const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // element-wise
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor mm(const Tensor& other) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  // comparisons (bool results, never differentiable)
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
+
+  // indexing
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  /// x.index({Slice(0, 5), 1, None, "...", mask}): Python's x[0:5, 1, None, ..., mask]
+  /// (see core/tensor_index.h and Note [Indexing] in autograd/indexing.cpp). Differentiable.
+  /// Throws IndexError naming the dimension and its size for an out-of-range index.
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
+  /// x[indices] = value (value broadcast to the indexed shape); differentiable w.r.t. value
+  /// and, for a non-leaf x, w.r.t. x. accumulate=true adds (duplicates add up).
+  const Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& value,
+                           bool accumulate = false) const;
+  const Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value) const;
+
+  // in place (differentiable on non-leaves; a leaf that requires grad is an error)
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& add_(double other) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(double other) const;
+  const Tensor& zero_() const;
+  const Tensor& fill_(double value) const;
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& masked_fill_(const Tensor& mask, double value) const;
+
  private:
   TensorImpl* checked() const {
     EMBER_CHECK(impl_ != nullptr, "operation on an undefined Tensor");
@@ -167,14 +303,16 @@ inline std::ostream& operator<<(std::ostream& os, const IntList& v) {
 }
 
 /// Options for factory functions, in LibTorch's builder style: TensorOptions().dtype(kInt64).device("cpu:1").
+/// has_dtype_ says whether a dtype was given (tensor(std::vector<T>) infers it from T otherwise).
 struct TensorOptions {
   DType dtype_ = kFloat32;
   Device device_ = Device::cpu();
   bool requires_grad_ = false;
+  bool has_dtype_ = false;
   TensorOptions() = default;
-  TensorOptions(DType d) : dtype_(d) {}    // NOLINT
+  TensorOptions(DType d) : dtype_(d), has_dtype_(true) {}  // NOLINT
   TensorOptions(Device d) : device_(d) {}  // NOLINT
-  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; return o; }
+  TensorOptions dtype(DType d) const { auto o = *this; o.dtype_ = d; o.has_dtype_ = true; return o; }
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
 };
@@ -194,3 +332,6 @@ Tensor make_tensor(Storage storage, IntList sizes, IntList strides, int64_t offs
                    const char* op = "make_tensor");
 
 }  // namespace ember
+
+// Slice, None, Ellipsis and TensorIndex hold Tensors, so they follow Tensor's definition.
+#include "core/tensor_index.h"

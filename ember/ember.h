@@ -16,12 +16,15 @@
 #include "core/ops/random.h"
 #include "core/serialization.h"
 #include "core/tensor.h"
+#include "core/tensor_index.h"
 #include "core/thread_pool.h"
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
+#include "autograd/indexing.h"
+#include "autograd/inference_mode.h"
 #include "autograd/ops.h"
 
 #include "nn/activation.h"

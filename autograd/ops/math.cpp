@@ -12,6 +12,9 @@ using autograd::detail::reduce_grad;
 namespace autograd::detail {
 
 void check_inplace(const Tensor& self, const char* op) {
+  // See Note [Inference tensors] in autograd/inference_mode.h.
+  EMBER_CHECK(!self.is_inference() || InferenceModeState::is_enabled(), op,
+              ": in-place update to an inference tensor outside InferenceMode is not allowed (clone() it first)");
   if (!GradMode::is_enabled()) return;
   if (self.requires_grad() && self.is_leaf()) {
     EMBER_THROW(Error, op, ": a leaf Variable that requires grad is being used in an in-place operation.");
@@ -421,9 +424,8 @@ Tensor clone(const Tensor& a) {
 Tensor contiguous(const Tensor& a) { return a.is_contiguous() ? a : clone(a); }
 
 Tensor detach(const Tensor& a) {
-  autograd::SavedVariable alias(a);
-  // A fresh alias (same storage and version counter, no autograd metadata).
-  return alias.unpack("detach");
+  EMBER_CHECK(a.defined(), "detach: operation on an undefined Tensor");
+  return autograd::alias_without_history(a);
 }
 
 }  // namespace ember

@@ -118,12 +118,43 @@ Tensor from_vector<bool>(const std::vector<bool>& values, IntList sizes, Device 
   return native::to(host, device);
 }
 
-Tensor tensor(std::initializer_list<double> values, IntList sizes, TensorOptions options) {
-  std::vector<double> v(values);
-  Tensor t = native::to(from_vector(v, sizes), options.device_, options.dtype_);
+namespace {
+// The host tensor `values` converted to the options' device and dtype (T's dtype when none is given).
+template <typename T>
+Tensor finish_tensor(const std::vector<T>& values, IntList sizes, TensorOptions options, DType inferred) {
+  Tensor t = native::to(from_vector(values, std::move(sizes)), options.device_,
+                        options.has_dtype_ ? options.dtype_ : inferred);
   if (options.requires_grad_) t.requires_grad_(true);
   return t;
 }
+}  // namespace
+
+Tensor tensor(std::initializer_list<double> values, IntList sizes, TensorOptions options) {
+  return finish_tensor(std::vector<double>(values), std::move(sizes), options, kFloat32);
+}
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions options) { return tensor(values, {}, options); }
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions options) {
+  std::vector<double> v;
+  const size_t cols = rows.size() == 0 ? 0 : rows.begin()->size();
+  for (const auto& r : rows) {
+    EMBER_CHECK_T(ValueError, r.size() == cols, "tensor: expected rows of equal length ", cols, ", got a row of ",
+                  r.size());
+    v.insert(v.end(), r.begin(), r.end());
+  }
+  return finish_tensor(v, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)}, options, kFloat32);
+}
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values, TensorOptions options) {
+  return finish_tensor(values, {}, options, dtype_of<T>);
+}
+template Tensor tensor<float>(const std::vector<float>&, TensorOptions);
+template Tensor tensor<double>(const std::vector<double>&, TensorOptions);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, TensorOptions);
+template Tensor tensor<int32_t>(const std::vector<int32_t>&, TensorOptions);
+template Tensor tensor<bool>(const std::vector<bool>&, TensorOptions);
 
 Tensor from_blob(void* data, const IntList& sizes, DType dtype, std::function<void(void*)> deleter, Device device) {
   const uint64_t n = detail::checked_nbytes(sizes, element_size(dtype), "from_blob");

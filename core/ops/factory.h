@@ -26,7 +26,15 @@ Tensor scalar_tensor(double value, TensorOptions options = {});
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, IntList sizes = {}, Device device = Device::cpu());
 /// float32 from a list: tensor({1, 2, 3}), or with a shape: tensor({1, 2, 3, 4}, {2, 2}).
+/// Integer literals give float32 too (torch::tensor would give int64): pass kInt64 for that.
 Tensor tensor(std::initializer_list<double> values, IntList sizes = {}, TensorOptions options = {});
+Tensor tensor(std::initializer_list<double> values, TensorOptions options);
+/// Rows of equal length: tensor({{1, 2}, {3, 4}}) is [2, 2] float32 (ValueError for ragged rows).
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions options = {});
+/// torch::tensor(std::vector<T>): a 1-D copy whose dtype follows T (float -> float32, double ->
+/// float64, int64_t -> int64, int32_t -> int32, bool -> bool) unless options give one.
+template <typename T>
+Tensor tensor(const std::vector<T>& values, TensorOptions options = {});
 
 /// Wraps memory owned elsewhere without copying; `deleter` (may be empty) runs when the last user is gone.
 Tensor from_blob(void* data, const IntList& sizes, DType dtype, std::function<void(void*)> deleter = {},

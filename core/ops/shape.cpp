@@ -26,6 +26,7 @@ Tensor make_view(const Tensor& a, IntList sizes, IntList strides, int64_t offset
   impl->version = a.impl()->version;  // views share the version counter with their base
   impl->is_view = true;
   impl->view_base = a.impl()->is_view && a.impl()->view_base ? a.impl()->view_base : a.impl_ptr();
+  impl->inference = a.impl()->inference;  // a view is an inference tensor iff its base is
   impl->refresh(op);
   impl->check_in_storage(op);
   return Tensor(std::move(impl));

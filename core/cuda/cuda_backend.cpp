@@ -120,6 +120,10 @@ CudaKernels g_kernels{
     .first_bad_target = &first_bad_target,
     .class_loss_forward = &class_loss_forward,
     .class_loss_backward = &class_loss_backward,
+    .multi_tensor_adam = &multi_tensor_adam,
+    .multi_tensor_sgd = &multi_tensor_sgd,
+    .multi_tensor_norm = &multi_tensor_norm,
+    .multi_tensor_scale = &multi_tensor_scale,
 };
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
 #include "core/kernels/loops.h"
+#include "core/kernels/multi_tensor.h"
+#include "core/kernels/optim.h"
 #include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/softmax.h"
@@ -47,5 +49,14 @@ void class_loss_forward(DType dtype, const kernels::ClassLossGeometry& g, bool f
                         double* loss, double* lse, double* row_weight, int device_index);
 void class_loss_backward(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
                          const double* lse, const void* g_elem, double g_scalar, void* gx, int device_index);
+
+
+// The multi-tensor entries of CudaKernels (multi_tensor.cu); contracts: core/ops/detail/plan.h.
+void multi_tensor_adam(DType dtype, const kernels::AdamArgs& a, const kernels::MultiTensorEntry* entries, int64_t n,
+                       int device_index);
+void multi_tensor_sgd(DType dtype, const kernels::SgdArgs& a, bool has_buf, const kernels::MultiTensorEntry* entries,
+                      int64_t n, int device_index);
+void multi_tensor_scale(const kernels::MultiTensorEntry* entries, int64_t n, double scale, int device_index);
+double multi_tensor_norm(const kernels::MultiTensorEntry* entries, int64_t n, double p, int device_index);
 
 }  // namespace ember::cuda

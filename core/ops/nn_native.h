@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/kernels/optim.h"
 #include "core/tensor.h"
 
 namespace ember::native {
@@ -36,9 +37,12 @@ Tensor class_loss_backward(const IntList& input_sizes, DType dtype, const Tensor
 // ---- norms over many tensors (clip_grad_norm_) -------------------------------------------------
 
 /// The norm_type-norm of all elements of all `tensors` together (inf: max |x|, -inf: min |x|),
-/// in one pass over each tensor, accumulated in double. 0 for no elements.
+/// in one pass over each tensor, accumulated in double. 0 for no elements. CUDA tensors of one
+/// device are reduced by one CUB reduction over all of them, read back once (Note [Multi-tensor
+/// launches] in core/kernels/multi_tensor.h); tensors may be on several devices.
 double total_norm(const std::vector<Tensor>& tensors, double norm_type);
-/// t *= scale for every tensor (one pass each; bumps their versions).
+/// t *= scale for every tensor (bumps their versions): one pass each on CPU, one multi-tensor
+/// launch per CUDA device for contiguous float32/float64 tensors.
 void scale_all_(const std::vector<Tensor>& tensors, double scale);
 
 // ---- embedding, layer_norm, row gathers ----------------------------------------------------------
@@ -72,16 +76,24 @@ Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& index, int64_t
 
 // ---- optimizer updates (math: core/kernels/optim.h) ----------------------------------------------
 
-/// One Adam (decoupled: AdamW) step of p in place, in torch's _single_tensor_adam op order with
-/// every op rounded to p's dtype; step is the step count after this step (1 for the first).
-/// max_exp_avg_sq undefined: no AMSGrad. Bumps the versions of what it writes.
-void adam_update_(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
-                  double step, double lr, double beta1, double beta2, double eps, double weight_decay, bool maximize,
-                  bool decoupled);
-/// One SGD step of p in place (torch's _single_tensor_sgd op order); momentum_buffer undefined:
-/// no momentum; init_buffer: its first step (it takes the gradient itself).
-void sgd_update_(Tensor& p, const Tensor& grad, Tensor& momentum_buffer, bool init_buffer, double lr, double momentum,
-                 double dampening, double weight_decay, bool nesterov, bool maximize);
+/// One Adam (a.decoupled: AdamW) step of every params[i] in place, in torch's
+/// _single_tensor_adam op order with every op rounded to the parameter's dtype; steps[i] is
+/// params[i]'s step count after this step (1 for the first; a.step is not read).
+/// max_exp_avg_sqs empty: no AMSGrad; otherwise every list has params.size() entries, each of
+/// its parameter's shape. Contiguous float32/float64 tensors with their state alike run the
+/// fused kernel: on CPU per tensor, on CUDA one multi-tensor launch per (device, dtype) (Note
+/// [Multi-tensor launches] in core/kernels/multi_tensor.h); anything else the same formula as
+/// tensor ops. Bumps the versions of what it writes. ValueError for lists of unequal length.
+void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                  const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& steps,
+                  const kernels::AdamArgs& a);
+/// One SGD step of every params[i] in place (torch's _single_tensor_sgd op order);
+/// momentum_buffers empty: no momentum; otherwise init_buffers[i]: that buffer's first step (it
+/// takes the gradient itself). Fused paths and errors as adam_update_.
+void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& momentum_buffers, const std::vector<bool>& init_buffers,
+                 const kernels::SgdArgs& a);
 
 // ---- recurrent layers over packed rows (Note [RNN step buffers] in core/kernels/cpu/rnn_layer.cpp) --
 

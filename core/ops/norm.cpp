@@ -1,53 +1,83 @@
 // total_norm and scale_all_ (core/ops/nn_native.h): the one-pass gradient norm behind
-// clip_grad_norm_. CPU kernel: core/kernels/cpu/norm.cpp.
+// clip_grad_norm_. CPU kernel: core/kernels/cpu/norm.cpp; on CUDA one CUB reduction over all
+// tensors of a device and one multi-tensor scaling launch (core/cuda/multi_tensor.cu). The term
+// and combine functions are core/kernels/norm.h's on both.
 #include <cmath>
+#include <map>
 #include <vector>
 
 #include "core/kernels/cpu/norm.h"
+#include "core/kernels/norm.h"
+#include "core/ops/detail/plan.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::native {
+namespace {
+
+bool is_float(const Tensor& t) { return t.dtype() == kFloat32 || t.dtype() == kFloat64; }
+
+kernels::MultiTensorEntry entry_of(const Tensor& t) {
+  kernels::MultiTensorEntry e;
+  e.ptr[0] = t.raw_data();
+  e.numel = t.numel();
+  e.is_f64 = t.dtype() == kFloat64 ? 1 : 0;
+  return e;
+}
+
+}  // namespace
 
 double total_norm(const std::vector<Tensor>& tensors, double norm_type) {
-  const bool inf = std::isinf(norm_type);
-  double acc = inf && norm_type < 0 ? INFINITY : 0.0;
+  const kernels::NormReduce kind = kernels::norm_reduce_kind(norm_type);
+  const kernels::NormCombineF combine{kind};
+  double acc = kernels::norm_identity(kind);
   bool any = false;
   std::vector<double> partials;
+  std::map<int, std::vector<Tensor>> on_cuda;  // contiguous float copies per CUDA device
   for (const Tensor& t0 : tensors) {
     if (!t0.defined() || t0.numel() == 0) continue;
-    EMBER_CHECK_T(NotImplementedError, t0.device().is_cpu(), "total_norm: no kernel for ", t0.device(), " yet");
-    Tensor t = contiguous(t0.dtype() == kFloat32 || t0.dtype() == kFloat64 ? t0 : to(t0, kFloat64));
+    any = true;
+    Tensor t = contiguous(is_float(t0) ? t0 : to(t0, kFloat64));
+    if (t.device().is_cuda()) {
+      on_cuda[t.device().index].push_back(t);
+      continue;
+    }
+    EMBER_CHECK_T(NotImplementedError, t.device().is_cpu(), "total_norm: no kernel for ", t.device());
     partials.assign(static_cast<size_t>((t.numel() + kernels::cpu::kNormChunk - 1) / kernels::cpu::kNormChunk), 0.0);
     kernels::cpu::norm_partials(t.dtype(), t.raw_data(), t.numel(), norm_type, partials.data());
-    for (double v : partials) {
-      if (!inf) {
-        acc += v;
-      } else if (std::isnan(v) || std::isnan(acc)) {
-        acc = NAN;
-      } else {
-        acc = norm_type > 0 ? std::max(acc, v) : std::min(acc, v);
-      }
-    }
-    any = true;
+    for (double v : partials) acc = combine(acc, v);
   }
-  if (!any) return 0.0;
-  if (inf) return acc;
-  if (norm_type == 1.0) return acc;
-  if (norm_type == 2.0) return std::sqrt(acc);
-  return std::pow(acc, 1.0 / norm_type);
+  for (const auto& [device_index, ts] : on_cuda) {
+    std::vector<kernels::MultiTensorEntry> entries;
+    for (const Tensor& t : ts) entries.push_back(entry_of(t));
+    acc = combine(acc, detail::require_cuda("total_norm")
+                           .multi_tensor_norm(entries.data(), static_cast<int64_t>(entries.size()), norm_type,
+                                              device_index));
+  }
+  return any ? kernels::finish_norm(acc, norm_type) : 0.0;
 }
 
 void scale_all_(const std::vector<Tensor>& tensors, double scale) {
+  std::map<int, std::vector<Tensor>> on_cuda;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     Tensor h = t;
-    if (h.device().is_cpu() && h.is_contiguous() && (h.dtype() == kFloat32 || h.dtype() == kFloat64)) {
+    const bool dense = h.is_contiguous() && is_float(h);
+    if (dense && h.device().is_cpu()) {
       kernels::cpu::scale_inplace(h.dtype(), h.raw_data(), h.numel(), scale);
       h.bump_version();
+    } else if (dense && h.device().is_cuda() && detail::cuda_kernels() != nullptr) {
+      on_cuda[h.device().index].push_back(h);
     } else {
       mul_(h, scale);
     }
+  }
+  for (const auto& [device_index, ts] : on_cuda) {
+    std::vector<kernels::MultiTensorEntry> entries;
+    for (const Tensor& t : ts) entries.push_back(entry_of(t));
+    detail::require_cuda("scale_all_")
+        .multi_tensor_scale(entries.data(), static_cast<int64_t>(entries.size()), scale, device_index);
+    for (const Tensor& t : ts) t.bump_version();
   }
 }
 

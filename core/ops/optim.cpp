@@ -1,111 +1,192 @@
-// adam_update_ / sgd_update_ (core/ops/nn_native.h): one parameter's optimizer step. Contiguous
-// CPU tensors of one floating dtype run the fused kernel (core/kernels/cpu/optim.cpp); anything
-// else (other devices, strided or mixed-dtype state) runs the same formula as native tensor ops
-// in the same op order.
+// adam_update_ / sgd_update_ (core/ops/nn_native.h): one optimizer step over a list of
+// parameters. One driver (for_each_update) sorts the parameters: contiguous CPU tensors of one
+// floating dtype with their state alike run the fused per-tensor kernel
+// (core/kernels/cpu/optim.cpp), such CUDA tensors one multi-tensor launch per (device, dtype)
+// (core/cuda/multi_tensor.cu), anything else (strided or mixed-dtype state) the same formula
+// as native tensor ops in the same op order.
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include "core/kernels/cpu/optim.h"
+#include "core/ops/detail/plan.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::native {
 namespace {
 
+// lists[0] are the parameters, lists[1] the gradients (read only); later lists are state the
+// step writes (an empty list: not used). Entry i of every list belongs to parameter i.
+using Lists = std::vector<const std::vector<Tensor>*>;
+
 bool fusable_with(const Tensor& p, const Tensor& t) {
-  return !t.defined() || (t.device() == p.device() && t.is_contiguous() && t.dtype() == p.dtype() &&
-                          t.sizes() == p.sizes());
+  return t.device() == p.device() && t.is_contiguous() && t.dtype() == p.dtype() && t.sizes() == p.sizes();
 }
 
-bool fusable(const Tensor& p, std::initializer_list<const Tensor*> others) {
-  if (!(p.device().is_cpu() && p.is_contiguous() && (p.dtype() == kFloat32 || p.dtype() == kFloat64))) return false;
-  for (const Tensor* t : others) {
-    if (!fusable_with(p, *t)) return false;
+bool fusable(const Lists& lists, size_t i) {
+  const Tensor& p = (*lists[0])[i];
+  if (!(p.device().is_cpu() || (p.device().is_cuda() && detail::cuda_kernels() != nullptr))) return false;
+  if (!(p.is_contiguous() && (p.dtype() == kFloat32 || p.dtype() == kFloat64))) return false;
+  for (size_t l = 1; l < lists.size(); ++l) {
+    if (!lists[l]->empty() && !fusable_with(p, (*lists[l])[i])) return false;
   }
   return true;
 }
 
-void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+// The multi-tensor entry of parameter i: list l's data pointer in ptr[l] (null when not used).
+kernels::MultiTensorEntry entry_of(const Lists& lists, size_t i) {
+  kernels::MultiTensorEntry e;
+  for (size_t l = 0; l < lists.size(); ++l) {
+    if (!lists[l]->empty()) e.ptr[l] = (*lists[l])[i].raw_data();
+  }
+  e.numel = (*lists[0])[i].numel();
+  return e;
+}
+
+void bump_written(const Lists& lists, size_t i) {
+  for (size_t l = 0; l < lists.size(); ++l) {
+    if (l != 1 && !lists[l]->empty()) (*lists[l])[i].bump_version();
+  }
+}
+
+// cpu(i) for fused CPU parameters, fallback(i) for the others; CUDA parameters are grouped by
+// (device, dtype) and cuda(dtype, device_index, entries) runs once per group, entry_arg(i, e)
+// filling each entry's per-tensor scalars.
+template <typename Cpu, typename Fallback, typename EntryArg, typename Cuda>
+void for_each_update(const char* op, const Lists& lists, Cpu cpu, Fallback fallback, EntryArg entry_arg, Cuda cuda) {
+  const size_t n = lists[0]->size();
+  for (size_t l = 1; l < lists.size(); ++l) {
+    EMBER_CHECK_T(ValueError, l >= 2 ? lists[l]->empty() || lists[l]->size() == n : lists[l]->size() == n, op,
+                  ": expected ", n, " tensors in list ", l, ", got ", lists[l]->size());
+  }
+  std::map<std::pair<int, DType>, std::vector<kernels::MultiTensorEntry>> groups;
+  std::map<std::pair<int, DType>, std::vector<size_t>> members;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& p = (*lists[0])[i];
+    if (!fusable(lists, i)) {
+      fallback(i);
+      continue;
+    }
+    if (p.device().is_cpu()) {
+      cpu(i);
+      bump_written(lists, i);
+      continue;
+    }
+    const auto key = std::make_pair(p.device().index, p.dtype());
+    kernels::MultiTensorEntry e = entry_of(lists, i);
+    entry_arg(i, e);
+    groups[key].push_back(e);
+    members[key].push_back(i);
+  }
+  for (const auto& [key, entries] : groups) {
+    cuda(key.second, key.first, entries);
+    for (size_t i : members[key]) bump_written(lists, i);
+  }
+}
+
+void* data_or_null(const std::vector<Tensor>& list, size_t i) { return list.empty() ? nullptr : list[i].raw_data(); }
+
+void adam_reference(Tensor p, const Tensor& grad, Tensor exp_avg, Tensor exp_avg_sq, const Tensor* max_exp_avg_sq,
+                    double step, const kernels::AdamArgs& a) {
+  Tensor g = a.maximize ? neg(grad) : grad;
+  if (a.weight_decay != 0.0) {
+    if (a.decoupled) {
+      mul_(p, 1.0 - a.lr * a.weight_decay);
+    } else {
+      g = add(g, p, a.weight_decay);
+    }
+  }
+  mul_(exp_avg, a.beta1);
+  add_(exp_avg, g, 1.0 - a.beta1);
+  mul_(exp_avg_sq, a.beta2);
+  addcmul_(exp_avg_sq, g, g, 1.0 - a.beta2);
+  const kernels::AdamStepTerms terms = kernels::adam_step_terms(a, step);
+  Tensor denom;
+  if (max_exp_avg_sq != nullptr) {
+    Tensor vmax = *max_exp_avg_sq;
+    copy_(vmax, maximum(vmax, exp_avg_sq));
+    denom = div(sqrt(vmax), terms.bc2_sqrt);
+  } else {
+    denom = div(sqrt(exp_avg_sq), terms.bc2_sqrt);
+  }
+  add_(denom, a.eps);
+  addcdiv_(p, exp_avg, denom, terms.neg_step_size);
+}
+
+void sgd_reference(Tensor p, const Tensor& grad, const Tensor* momentum_buffer, bool init_buffer,
+                   const kernels::SgdArgs& a) {
+  Tensor d = a.maximize ? neg(grad) : grad;
+  if (a.weight_decay != 0.0) d = add(d, p, a.weight_decay);
+  if (momentum_buffer != nullptr) {
+    Tensor buf = *momentum_buffer;
+    if (init_buffer) {
+      copy_(buf, d);
+    } else {
+      mul_(buf, a.momentum);
+      add_(buf, d, 1.0 - a.dampening);
+    }
+    d = a.nesterov ? add(d, buf, a.momentum) : buf;
+  }
+  add_(p, d, -a.lr);
+}
 
 }  // namespace
 
-void adam_update_(Tensor& p, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, Tensor& max_exp_avg_sq,
-                  double step, double lr, double beta1, double beta2, double eps, double weight_decay, bool maximize,
-                  bool decoupled) {
-  const bool amsgrad = max_exp_avg_sq.defined();
-  if (fusable(p, {&grad, &exp_avg, &exp_avg_sq, &max_exp_avg_sq})) {
-    kernels::cpu::AdamArgs a;
-    a.lr = lr;
-    a.beta1 = beta1;
-    a.beta2 = beta2;
-    a.eps = eps;
-    a.weight_decay = weight_decay;
-    a.step = step;
-    a.maximize = maximize;
-    a.decoupled = decoupled;
-    kernels::cpu::adam_step(p.dtype(), p.raw_data(), grad.raw_data(), exp_avg.raw_data(), exp_avg_sq.raw_data(),
-                            data_or_null(max_exp_avg_sq), p.numel(), a);
-    p.bump_version();
-    exp_avg.bump_version();
-    exp_avg_sq.bump_version();
-    if (amsgrad) max_exp_avg_sq.bump_version();
-    return;
-  }
-  Tensor g = maximize ? neg(grad) : grad;
-  if (weight_decay != 0.0) {
-    if (decoupled) {
-      mul_(p, 1.0 - lr * weight_decay);
-    } else {
-      g = add(g, p, weight_decay);
-    }
-  }
-  mul_(exp_avg, beta1);
-  add_(exp_avg, g, 1.0 - beta1);
-  mul_(exp_avg_sq, beta2);
-  addcmul_(exp_avg_sq, g, g, 1.0 - beta2);
-  const double bc1 = 1.0 - std::pow(beta1, step);
-  const double bc2 = 1.0 - std::pow(beta2, step);
-  const double step_size = lr / bc1;
-  const double bc2_sqrt = std::sqrt(bc2);
-  Tensor denom;
-  if (amsgrad) {
-    copy_(max_exp_avg_sq, maximum(max_exp_avg_sq, exp_avg_sq));
-    denom = div(sqrt(max_exp_avg_sq), bc2_sqrt);
-  } else {
-    denom = div(sqrt(exp_avg_sq), bc2_sqrt);
-  }
-  add_(denom, eps);
-  addcdiv_(p, exp_avg, denom, -step_size);
+void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                  const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
+                  const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& steps,
+                  const kernels::AdamArgs& a) {
+  const Lists lists{&params, &grads, &exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs};
+  EMBER_CHECK_T(ValueError, exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size() &&
+                                steps.size() == params.size(),
+                "adam_update_: expected ", params.size(), " exp_avgs, exp_avg_sqs and steps, got ", exp_avgs.size(),
+                ", ", exp_avg_sqs.size(), " and ", steps.size());
+  const bool amsgrad = !max_exp_avg_sqs.empty();
+  for_each_update(
+      "adam_update_", lists,
+      [&](size_t i) {
+        kernels::AdamArgs ai = a;
+        ai.step = steps[i];
+        kernels::cpu::adam_step(params[i].dtype(), params[i].raw_data(), grads[i].raw_data(), exp_avgs[i].raw_data(),
+                                exp_avg_sqs[i].raw_data(), data_or_null(max_exp_avg_sqs, i), params[i].numel(), ai);
+      },
+      [&](size_t i) {
+        adam_reference(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], amsgrad ? &max_exp_avg_sqs[i] : nullptr,
+                       steps[i], a);
+      },
+      [&](size_t i, kernels::MultiTensorEntry& e) {
+        const kernels::AdamStepTerms terms = kernels::adam_step_terms(a, steps[i]);
+        e.arg[0] = terms.neg_step_size;
+        e.arg[1] = terms.bc2_sqrt;
+      },
+      [&](DType dtype, int device_index, const std::vector<kernels::MultiTensorEntry>& entries) {
+        detail::require_cuda("adam_update_")
+            .multi_tensor_adam(dtype, a, entries.data(), static_cast<int64_t>(entries.size()), device_index);
+      });
 }
 
-void sgd_update_(Tensor& p, const Tensor& grad, Tensor& momentum_buffer, bool init_buffer, double lr, double momentum,
-                 double dampening, double weight_decay, bool nesterov, bool maximize) {
-  const bool use_buf = momentum_buffer.defined();
-  if (fusable(p, {&grad, &momentum_buffer})) {
-    kernels::cpu::SgdArgs a;
-    a.lr = lr;
-    a.momentum = momentum;
-    a.dampening = dampening;
-    a.weight_decay = weight_decay;
-    a.nesterov = nesterov;
-    a.maximize = maximize;
-    kernels::cpu::sgd_step(p.dtype(), p.raw_data(), grad.raw_data(), data_or_null(momentum_buffer), init_buffer,
-                           p.numel(), a);
-    p.bump_version();
-    if (use_buf) momentum_buffer.bump_version();
-    return;
-  }
-  Tensor d = maximize ? neg(grad) : grad;
-  if (weight_decay != 0.0) d = add(d, p, weight_decay);
-  if (use_buf) {
-    if (init_buffer) {
-      copy_(momentum_buffer, d);
-    } else {
-      mul_(momentum_buffer, momentum);
-      add_(momentum_buffer, d, 1.0 - dampening);
-    }
-    d = nesterov ? add(d, momentum_buffer, momentum) : momentum_buffer;
-  }
-  add_(p, d, -lr);
+void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& momentum_buffers, const std::vector<bool>& init_buffers,
+                 const kernels::SgdArgs& a) {
+  const Lists lists{&params, &grads, &momentum_buffers};
+  const bool use_buf = !momentum_buffers.empty();
+  EMBER_CHECK_T(ValueError, !use_buf || init_buffers.size() == params.size(), "sgd_update_: expected ",
+                params.size(), " init_buffers flags, got ", init_buffers.size());
+  for_each_update(
+      "sgd_update_", lists,
+      [&](size_t i) {
+        kernels::cpu::sgd_step(params[i].dtype(), params[i].raw_data(), grads[i].raw_data(),
+                               data_or_null(momentum_buffers, i), use_buf && init_buffers[i], params[i].numel(), a);
+      },
+      [&](size_t i) {
+        sgd_reference(params[i], grads[i], use_buf ? &momentum_buffers[i] : nullptr, use_buf && init_buffers[i], a);
+      },
+      [&](size_t i, kernels::MultiTensorEntry& e) { e.arg[0] = use_buf && init_buffers[i] ? 1.0 : 0.0; },
+      [&](DType dtype, int device_index, const std::vector<kernels::MultiTensorEntry>& entries) {
+        detail::require_cuda("sgd_update_")
+            .multi_tensor_sgd(dtype, a, use_buf, entries.data(), static_cast<int64_t>(entries.size()), device_index);
+      });
 }
 
 }  // namespace ember::native

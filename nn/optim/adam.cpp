@@ -1,6 +1,8 @@
 #include "nn/optim/adam.h"
 
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
@@ -53,30 +55,6 @@ void AdamOptions::validate() const {
 Adam::Adam(std::vector<ParamGroup> param_groups, const AdamOptions& defaults)
     : Optimizer(std::move(param_groups), defaults.clone()) {}
 
-namespace detail {
-
-void adam_update(Tensor& p, const Tensor& grad, ParamState& st, double lr, std::pair<double, double> betas,
-                 double eps, double weight_decay, bool amsgrad, bool maximize, bool decoupled) {
-  if (!st.count("step")) {
-    st["step"] = zeros({}, TensorOptions(kFloat32));
-    st["exp_avg"] = zeros_like(p);
-    st["exp_avg_sq"] = zeros_like(p);
-    if (amsgrad) st["max_exp_avg_sq"] = zeros_like(p);
-  }
-  if (amsgrad && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
-  Tensor& step_t = st["step"];
-  native::add_(step_t, 1.0);
-  const double step = step_t.item();
-  Tensor& m = st["exp_avg"];
-  Tensor& v = st["exp_avg_sq"];
-  const auto [beta1, beta2] = betas;
-  Tensor none;
-  native::adam_update_(p, grad, m, v, amsgrad ? st["max_exp_avg_sq"] : none, step, lr, beta1, beta2, eps,
-                       weight_decay, maximize, decoupled);
-}
-
-}  // namespace detail
-
 void Adam::check_param_state(const std::string& where, const Tensor& p, const ParamState& st,
                              const OptimizerOptions&) const {
   for (const auto& [key, t] : st) {
@@ -103,18 +81,45 @@ void Adam::check_param_state(const std::string& where, const Tensor& p, const Pa
   }
 }
 
-Tensor Adam::step(const LossClosure& closure) {
-  Tensor loss = run_closure(closure);
+void Adam::update_groups(bool decoupled) {
   NoGradGuard no_grad;
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const AdamOptions&>(group.options());
+    std::vector<Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
+    std::vector<double> steps;
     for (auto& p : group.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      detail::adam_update(p, g, state_[p.impl()], o.lr(), o.betas(), o.eps(), o.weight_decay(), o.amsgrad(),
-                          o.maximize(), false);
+      ParamState& st = state_[p.impl()];
+      if (!st.count("step")) {
+        st["step"] = zeros({}, TensorOptions(kFloat32));
+        st["exp_avg"] = zeros_like(p);
+        st["exp_avg_sq"] = zeros_like(p);
+      }
+      if (o.amsgrad() && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+      Tensor& step_t = st["step"];
+      native::add_(step_t, 1.0);
+      steps.push_back(step_t.item());
+      params.push_back(p);
+      grads.push_back(g);
+      exp_avgs.push_back(st["exp_avg"]);
+      exp_avg_sqs.push_back(st["exp_avg_sq"]);
+      if (o.amsgrad()) max_exp_avg_sqs.push_back(st["max_exp_avg_sq"]);
     }
+    kernels::AdamArgs a;
+    a.lr = o.lr();
+    std::tie(a.beta1, a.beta2) = o.betas();
+    a.eps = o.eps();
+    a.weight_decay = o.weight_decay();
+    a.maximize = o.maximize();
+    a.decoupled = decoupled;
+    native::adam_update_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, a);
   }
+}
+
+Tensor Adam::step(const LossClosure& closure) {
+  Tensor loss = run_closure(closure);
+  update_groups(false);
   return loss;
 }
 

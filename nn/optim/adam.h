@@ -45,13 +45,10 @@ class Adam : public Optimizer {
                          const OptimizerOptions& options) const override;
   Adam(std::vector<ParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults)
       : Optimizer(std::move(param_groups), std::move(defaults)) {}
+  /// The update of every parameter with a gradient, one native::adam_update_ per group (one
+  /// multi-tensor launch per device for CUDA parameters). decoupled: AdamW's
+  /// p *= 1 - lr * weight_decay instead of adding weight_decay * p to the gradient.
+  void update_groups(bool decoupled);
 };
-
-namespace detail {
-/// The Adam update of one parameter. decoupled: AdamW's p *= 1 - lr * weight_decay instead of
-/// adding weight_decay * p to the gradient.
-void adam_update(Tensor& param, const Tensor& grad, ParamState& state, double lr, std::pair<double, double> betas,
-                 double eps, double weight_decay, bool amsgrad, bool maximize, bool decoupled);
-}  // namespace detail
 
 }  // namespace ember::optim

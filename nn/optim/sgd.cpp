@@ -1,5 +1,7 @@
 #include "nn/optim/sgd.h"
 
+#include <vector>
+
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -63,20 +65,29 @@ Tensor SGD::step(const LossClosure& closure) {
   NoGradGuard no_grad;
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
+    const bool use_buf = o.momentum() != 0.0;
+    std::vector<Tensor> params, grads, bufs;
+    std::vector<bool> init_bufs;
     for (auto& p : group.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
+      params.push_back(p);
+      grads.push_back(g);
+      if (!use_buf) continue;
       ParamState& st = state_[p.impl()];
-      const bool use_buf = o.momentum() != 0.0;
-      bool init_buf = false;
-      if (use_buf && !st.count("momentum_buffer")) {
-        st["momentum_buffer"] = empty_like(p);
-        init_buf = true;
-      }
-      Tensor buf = use_buf ? st["momentum_buffer"] : Tensor();
-      native::sgd_update_(p, g, buf, init_buf, o.lr(), o.momentum(), o.dampening(), o.weight_decay(), o.nesterov(),
-                          o.maximize());
+      const bool init = !st.count("momentum_buffer");
+      if (init) st["momentum_buffer"] = empty_like(p);
+      bufs.push_back(st["momentum_buffer"]);
+      init_bufs.push_back(init);
     }
+    kernels::SgdArgs a;
+    a.lr = o.lr();
+    a.momentum = o.momentum();
+    a.dampening = o.dampening();
+    a.weight_decay = o.weight_decay();
+    a.nesterov = o.nesterov();
+    a.maximize = o.maximize();
+    native::sgd_update_(params, grads, bufs, init_bufs, a);
   }
   return loss;
 }

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/kernels/cpu/isa.h"
 #include "core/kernels/cpu/vec_math.h"
+#include "core/kernels/norm.h"
 #include "core/thread_pool.h"
 
 namespace ember::kernels::cpu {
@@ -32,23 +33,14 @@ EMBER_CPU_INLINE double sum_squares(const float* x, int64_t n) {
   return total;
 }
 
+// Any p, float32 or float64: the terms and combine of core/kernels/norm.h in element order.
 template <typename T>
 double generic_partial(const T* x, int64_t n, double p) {
-  if (std::isinf(p)) {
-    double m = p > 0 ? 0.0 : INFINITY;
-    for (int64_t i = 0; i < n; ++i) {
-      const double a = std::fabs(static_cast<double>(x[i]));
-      if (std::isnan(a)) return a;
-      m = p > 0 ? std::max(m, a) : std::min(m, a);
-    }
-    return m;
-  }
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double a = std::fabs(static_cast<double>(x[i]));
-    s += p == 2.0 ? a * a : (p == 1.0 ? a : std::pow(a, p));
-  }
-  return s;
+  const NormReduce kind = norm_reduce_kind(p);
+  const NormCombineF combine{kind};
+  double acc = norm_identity(kind);
+  for (int64_t i = 0; i < n; ++i) acc = combine(acc, norm_term(static_cast<double>(x[i]), p, kind));
+  return acc;
 }
 
 template <int W>

@@ -1,10 +1,6 @@
 #include "core/kernels/cpu/optim.h"
 
-#include <cmath>
-#include <type_traits>
-
 #include "core/error.h"
-#include "core/kernels/optim.h"
 #include "core/thread_pool.h"
 
 namespace ember::kernels::cpu {
@@ -12,19 +8,7 @@ namespace {
 
 template <typename T, bool kCoupled, bool kAmsgrad>
 void adam_impl(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamArgs& a) {
-  const double bc1 = 1.0 - std::pow(a.beta1, a.step);
-  const double bc2 = 1.0 - std::pow(a.beta2, a.step);
-  AdamStepF<T, kCoupled, kAmsgrad> f;
-  f.neg_step_size = static_cast<T>(-(a.lr / bc1));
-  f.bc2_sqrt = static_cast<T>(std::sqrt(bc2));
-  f.b1 = static_cast<T>(a.beta1);
-  f.b2 = static_cast<T>(a.beta2);
-  f.one_minus_b1 = static_cast<T>(1.0 - a.beta1);
-  f.one_minus_b2 = static_cast<T>(1.0 - a.beta2);
-  f.wd = static_cast<T>(a.weight_decay);
-  f.eps = static_cast<T>(a.eps);
-  f.decay = a.decoupled && a.weight_decay != 0.0 ? static_cast<T>(1.0 - a.lr * a.weight_decay) : T(1);
-  f.sign = a.maximize ? T(-1) : T(1);
+  const auto f = make_adam_step<T, kCoupled, kAmsgrad>(a);
   parallel_for(0, n, 16384, [=](int64_t b, int64_t end) {
     // Local restrict copies: through the closure GCC would reload the pointers every iteration.
     T* __restrict pl = p;
@@ -55,16 +39,7 @@ void adam_typed(T* p, const T* g, T* m, T* v, T* vmax, int64_t n, const AdamArgs
 
 template <typename T>
 void sgd_typed(T* p, const T* g, T* buf, bool init_buf, int64_t n, const SgdArgs& a) {
-  SgdStepF<T> f;
-  f.wd = static_cast<T>(a.weight_decay);
-  f.mom = static_cast<T>(a.momentum);
-  f.one_minus_damp = static_cast<T>(1.0 - a.dampening);
-  f.neg_lr = static_cast<T>(-a.lr);
-  f.maximize = a.maximize;
-  f.has_wd = a.weight_decay != 0.0;
-  f.nesterov = a.nesterov;
-  f.has_buf = buf != nullptr;
-  f.init_buf = init_buf;
+  const SgdStepF<T> f = make_sgd_step<T>(a, buf != nullptr, init_buf);
   parallel_for(0, n, 32768, [&](int64_t b, int64_t e) {
     if (buf != nullptr) {
       for (int64_t i = b; i < e; ++i) f(p[i], g[i], buf[i]);

@@ -7,6 +7,8 @@
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
 #include "core/kernels/loops.h"
+#include "core/kernels/multi_tensor.h"
+#include "core/kernels/optim.h"
 #include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/softmax.h"
@@ -73,6 +75,20 @@ struct CudaKernels {
   /// per row) or g_scalar when null.
   void (*class_loss_backward)(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
                               const double* lse, const void* g_elem, double g_scalar, void* gx, int device_index);
+
+  // Multi-tensor launches (Note [Multi-tensor launches] in core/kernels/multi_tensor.h): `entries`
+  // is a host array of n entries whose pointers are device memory of cuda:device_index; each
+  // call copies its table to the device and launches once on the current stream.
+  /// Adam/AdamW (kernels::AdamMultiF) over entries of `dtype`; a.step is not read (entry.arg).
+  void (*multi_tensor_adam)(DType dtype, const kernels::AdamArgs& a, const kernels::MultiTensorEntry* entries,
+                            int64_t n, int device_index);
+  /// SGD (kernels::SgdMultiF); has_buf: list 2 holds momentum buffers.
+  void (*multi_tensor_sgd)(DType dtype, const kernels::SgdArgs& a, bool has_buf,
+                           const kernels::MultiTensorEntry* entries, int64_t n, int device_index);
+  /// The reduction of kernels::NormTermF over list 0 (not finished: no root). Waits (reads it).
+  double (*multi_tensor_norm)(const kernels::MultiTensorEntry* entries, int64_t n, double p, int device_index);
+  /// list 0 *= scale (kernels::ScaleMultiF).
+  void (*multi_tensor_scale)(const kernels::MultiTensorEntry* entries, int64_t n, double scale, int device_index);
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);

@@ -8,7 +8,7 @@ namespace ember::nn {
 namespace detail {
 void print_children(std::ostream& os, const Module& m) {
   auto children = m.named_children();
-  os << m.name() << "(";
+  os << m.display_name() << "(";
   if (children.empty()) {
     os << ")";
     return;

@@ -1,11 +1,16 @@
 #include "nn/module.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <typeinfo>
 #include <set>
 #include <sstream>
 #include <unordered_set>
 
 #include "core/ops/native.h"
+#include "nn/container.h"
 
 namespace ember::nn {
 
@@ -337,6 +342,20 @@ std::shared_ptr<Module> Module::clone(std::optional<Device>) const {
   EMBER_THROW(NotImplementedError, "clone: ", name_,
               " does not support clone(); derive it from nn::Cloneable<", name_, "> and build it in reset()");
 }
+
+std::string Module::display_name() const {
+  if (name_ != "Module") return name_;
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(typeid(*this).name(), nullptr, nullptr, &status);
+  std::string n = status == 0 && demangled ? demangled : typeid(*this).name();
+  std::free(demangled);
+  if (auto lt = n.find('<'); lt != std::string::npos) n.erase(lt);  // template arguments
+  if (auto colon = n.rfind("::"); colon != std::string::npos) n.erase(0, colon + 2);
+  if (n.size() > 4 && n.ends_with("Impl")) n.erase(n.size() - 4);
+  return n;
+}
+
+void Module::pretty_print(std::ostream& os) const { detail::print_children(os, *this); }
 
 std::ostream& operator<<(std::ostream& os, const Module& m) {
   m.pretty_print(os);

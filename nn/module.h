@@ -5,11 +5,13 @@
 // calls. Each module has a typed forward(...) (no type-erased argument lists). A Module is not
 // thread-safe; replicas (clones) may be used from different threads concurrently.
 #pragma once
+#include <concepts>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,6 +38,16 @@ class Module : public std::enable_shared_from_this<Module> {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);
     return m;
+  }
+  /// A module holder (nn/module_holder.h: EMBER_MODULE) registers the module it holds.
+  template <class Holder>
+    requires requires(const Holder& h) {
+      typename Holder::ContainedType;
+      { h.ptr() } -> std::convertible_to<std::shared_ptr<typename Holder::ContainedType>>;
+    }
+  Holder register_module(const std::string& name, Holder holder) {
+    add_child(name, holder.ptr());
+    return holder;
   }
 
   // ---- access (recursive names are dotted: "lstm.weight_ih_l0") ------------------------------
@@ -79,7 +91,12 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const;
 
   const std::string& name() const { return name_; }
-  virtual void pretty_print(std::ostream& os) const { os << name_ << "()"; }
+  /// The name printing uses: name(), or for a module built without one (a user's module) its
+  /// class name without namespaces and a trailing "Impl" ("RNNModelImpl" -> "RNNModel").
+  std::string display_name() const;
+  /// PyTorch's repr: "Name(\n  (child): ...\n)" with each child's own line, "Name()" when
+  /// there are none. Layers override it to print their arguments ("Linear(in_features=...").
+  virtual void pretty_print(std::ostream& os) const;
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> m);
@@ -143,6 +160,20 @@ class Cloneable : public Module {
   virtual void reset() = 0;
 
   std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const override {
+    if constexpr (std::is_abstract_v<Derived>) {
+      static_assert(!std::is_abstract_v<Derived>,
+                    "Cloneable<T>: T must override `void reset()`, which (re)creates T's parameters and submodules");
+      return nullptr;
+    } else {
+      return clone_impl(device);
+    }
+  }
+  std::shared_ptr<Derived> clone_as(std::optional<Device> device = std::nullopt) const {
+    return std::static_pointer_cast<Derived>(clone(device));
+  }
+
+ private:
+  std::shared_ptr<Module> clone_impl(std::optional<Device> device) const {
     auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
     copy->clear_registrations();
     {
@@ -152,9 +183,6 @@ class Cloneable : public Module {
     }
     copy->copy_values_from(*this, device);
     return copy;
-  }
-  std::shared_ptr<Derived> clone_as(std::optional<Device> device = std::nullopt) const {
-    return std::static_pointer_cast<Derived>(clone(device));
   }
 };
 

@@ -12,7 +12,7 @@ using Betas = std::pair<double, double>;
 
 class AdamOptions : public OptimizerOptions {
  public:
-  explicit AdamOptions(double lr = 1e-3) : lr_(lr) {}
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit, Adam(params, 1e-3)
   EMBER_OPTIM_ARG(double, lr, 1e-3)
   EMBER_OPTIM_ARG(Betas, betas, (Betas{0.9, 0.999}))
   EMBER_OPTIM_ARG(double, eps, 1e-8)

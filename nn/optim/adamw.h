@@ -8,7 +8,7 @@ namespace ember::optim {
 
 class AdamWOptions : public AdamOptions {
  public:
-  explicit AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay(1e-2); }
+  AdamWOptions(double lr = 1e-3) : AdamOptions(lr) { weight_decay(1e-2); }  // NOLINT: implicit
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamWOptions>(*this); }
   // Chaining setters return AdamOptions&; these keep AdamWOptions in expressions like
   // AdamW(params, AdamWOptions(1e-3).weight_decay(0.1)).

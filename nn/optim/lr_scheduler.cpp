@@ -88,6 +88,49 @@ std::vector<double> StepLR::closed_form_lr() const {
   return out;
 }
 
+// ---- MultiStepLR ----------------------------------------------------------------------------
+
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
+  std::sort(milestones_.begin(), milestones_.end());
+  initial_step();
+}
+
+std::vector<double> MultiStepLR::get_lr() const {
+  // PyTorch's chainable form: at a milestone listed k times, multiply the current lr by gamma^k.
+  const auto k = std::count(milestones_.begin(), milestones_.end(), last_epoch_);
+  std::vector<double> lrs = current_lrs();
+  if (k == 0) return lrs;
+  for (double& lr : lrs) lr *= std::pow(gamma_, static_cast<double>(k));
+  return lrs;
+}
+
+std::vector<double> MultiStepLR::closed_form_lr() const {
+  const auto passed = std::upper_bound(milestones_.begin(), milestones_.end(), last_epoch_) - milestones_.begin();
+  std::vector<double> out;
+  for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(passed)));
+  return out;
+}
+
+// ---- ExponentialLR --------------------------------------------------------------------------
+
+ExponentialLR::ExponentialLR(Optimizer& optimizer, double gamma) : LRScheduler(optimizer), gamma_(gamma) {
+  initial_step();
+}
+
+std::vector<double> ExponentialLR::get_lr() const {
+  std::vector<double> lrs = current_lrs();
+  if (last_epoch_ == 0) return lrs;
+  for (double& lr : lrs) lr *= gamma_;
+  return lrs;
+}
+
+std::vector<double> ExponentialLR::closed_form_lr() const {
+  std::vector<double> out;
+  for (double b : base_lrs_) out.push_back(b * std::pow(gamma_, static_cast<double>(last_epoch_)));
+  return out;
+}
+
 // ---- CosineAnnealingLR ----------------------------------------------------------------------------
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t T_max, double eta_min)

@@ -62,6 +62,33 @@ class StepLR : public LRScheduler {
   double gamma_;
 };
 
+/// lr = base_lr * gamma^(number of milestones <= epoch); a milestone listed twice counts twice.
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
+  std::vector<double> closed_form_lr() const override;
+
+ protected:
+  std::vector<double> get_lr() const override;
+
+ private:
+  std::vector<int64_t> milestones_;  // sorted
+  double gamma_;
+};
+
+/// lr = base_lr * gamma^epoch.
+class ExponentialLR : public LRScheduler {
+ public:
+  ExponentialLR(Optimizer& optimizer, double gamma);
+  std::vector<double> closed_form_lr() const override;
+
+ protected:
+  std::vector<double> get_lr() const override;
+
+ private:
+  double gamma_;
+};
+
 /// lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2. Throws ValueError for T_max < 1.
 class CosineAnnealingLR : public LRScheduler {
  public:

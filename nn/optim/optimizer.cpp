@@ -1,5 +1,7 @@
 #include "nn/optim/optimizer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <typeinfo>
 
@@ -90,6 +92,38 @@ OptimizerStateDict Optimizer::state_dict() const {
 
 void Optimizer::check_param_state(const std::string&, const Tensor&, const ParamState&,
                                   const OptimizerOptions&) const {}
+
+void Optimizer::check_tensor_state(const std::string& where, const Tensor& p, const ParamState& st,
+                                   const std::vector<std::string>& required,
+                                   const std::vector<std::string>& allowed) const {
+  auto list = [](const std::vector<std::string>& keys) {
+    std::string s;
+    for (const auto& k : keys) s += (s.empty() ? "" : ", ") + k;
+    return s;
+  };
+  for (const auto& [key, t] : st) {
+    EMBER_CHECK_T(ValueError, std::find(allowed.begin(), allowed.end(), key) != allowed.end(), "loaded state dict: ",
+                  type_name(), " state of ", where, " has an unknown key \"", key, "\" (expected ", list(allowed), ")");
+  }
+  if (st.empty()) return;  // no state yet: the first step() creates it
+  for (const auto& key : required) {
+    EMBER_CHECK_T(ValueError, st.count(key), "loaded state dict: ", type_name(), " state of ", where, " lacks \"", key,
+                  "\" (it has ", list(required), " or nothing)");
+  }
+  for (const auto& [key, t] : st) {
+    if (key == "step") {
+      EMBER_CHECK_T(ValueError, t.dim() == 0, "loaded state dict: \"step\" of ", where,
+                    " must be a 0-dim tensor, got shape ", t.sizes());
+      const double s = t.item();
+      EMBER_CHECK_T(ValueError, std::isfinite(s) && s >= 0, "loaded state dict: \"step\" of ", where,
+                    " must be a finite count >= 0, got ", s);
+      continue;
+    }
+    EMBER_CHECK_T(ValueError, t.sizes() == p.sizes() && t.dtype() == p.dtype() && t.device() == p.device(),
+                  "loaded state dict: \"", key, "\" of ", where, " must be ", p.dtype(), " of the parameter's shape ",
+                  p.sizes(), ", got ", t.dtype(), " of shape ", t.sizes());
+  }
+}
 
 void Optimizer::validate_state_dict(const OptimizerStateDict& sd) const { (void)prepare_load(sd); }
 

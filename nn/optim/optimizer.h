@@ -132,6 +132,12 @@ class Optimizer {
   virtual void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
                                  const OptimizerOptions& options) const;
 
+  /// For check_param_state: each key of `state` is in `allowed`; a non-empty state has every
+  /// `required` key; "step" is a finite 0-dim count >= 0 and the other tensors have the
+  /// parameter's shape, dtype and device. Throws ValueError naming `where` and the key.
+  void check_tensor_state(const std::string& where, const Tensor& param, const ParamState& state,
+                          const std::vector<std::string>& required, const std::vector<std::string>& allowed) const;
+
   Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
   /// Runs `closure` with grad mode on (the loss step() returns), or returns an undefined Tensor.
   static Tensor run_closure(const LossClosure& closure);

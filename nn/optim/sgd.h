@@ -7,7 +7,7 @@ namespace ember::optim {
 
 class SGDOptions : public OptimizerOptions {
  public:
-  explicit SGDOptions(double lr) : lr_(lr) {}
+  SGDOptions(double lr) : lr_(lr) {}  // NOLINT: implicit, SGD(params, 0.1) as in LibTorch
   EMBER_OPTIM_ARG(double, lr, 0.0)
   EMBER_OPTIM_ARG(double, momentum, 0.0)
   EMBER_OPTIM_ARG(double, dampening, 0.0)

@@ -1,6 +1,7 @@
 // The README's "API at a glance", built against an installed ember with find_package(ember)
 // and run by install_consumer_test: if this stops compiling or running, the README is wrong.
 #include <cstdio>
+#include <iostream>
 
 #include "ember/ember.h"
 
@@ -27,6 +28,15 @@ struct MyModule : nn::Cloneable<MyModule> {
     return fc->forward(unpacked);
   }
 };
+
+// README: LibTorch's spelling (EMBER_MODULE holder).
+struct NetImpl : nn::Cloneable<NetImpl> {
+  std::shared_ptr<nn::Linear> fc;
+  NetImpl() { reset(); }
+  void reset() override { fc = register_module("fc", std::make_shared<nn::Linear>(32, 2)); }
+  Tensor forward(const Tensor& in) { return fc->forward(in).log_softmax(1); }
+};
+EMBER_MODULE(Net);
 
 int main() {
   // Tensors and autograd
@@ -60,6 +70,28 @@ int main() {
   // Checkpoints are safetensors files
   save_safetensors("model.safetensors", model->state_dict());
   auto loaded = load_safetensors("model.safetensors");
+
+  // LibTorch's spelling
+  {
+    using namespace ember::indexing;
+    Tensor h = x.view({8, 8, 32}).narrow(0, 0, 4).detach();
+    Tensor s = x.index({Slice(0, 5), 1});
+    x.index_put_({x.lt(0.0)}, 0.0);
+    Tensor ids = tensor(std::vector<int64_t>{3, 1, 4});
+    Net net;
+    Tensor logp = net(x);
+    std::cout << *net << "\n";
+    optim::SGD sgd(net->parameters(), 0.1);
+    optim::ReduceLROnPlateau plateau(sgd);
+    {
+      InferenceMode guard;
+      Tensor p = net(x).argmax(1);
+      if (!p.is_inference() || h.size(0) != 4 || s.sizes() != IntList{5} || ids.dtype() != kInt64 ||
+          x.min().item() < 0.0 || logp.sizes() != IntList{64, 2}) {
+        return 2;
+      }
+    }
+  }
 
   Tensor g = tensor({1, 2, 3});
   g.requires_grad_(true);

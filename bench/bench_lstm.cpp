@@ -2,19 +2,24 @@
 // batch_first) over pack_padded_sequence (batch 64, lengths uniform in [10, 50],
 // enforce_sorted=false) -> pad_packed_sequence(total_length=50) -> Linear(256, 64) ->
 // cross_entropy over the valid positions -> Adam, on 1 and 2 threads; the same model runs in
-// PyTorch (bench_lstm_torch.py under /usr/bin/python3, or $EMBER_BENCH_PYTHON) in the same run,
+// PyTorch (bench_lstm_torch.py under /usr/bin/python3, or $EMBER_BENCH_PYTHON; the script is
+// $EMBER_BENCH_LSTM_TORCH_SCRIPT when set) in the same run,
 // its steps alternating with ember's so both see the same machine load. Prints `name value
 // unit` lines: medians over the timed steps after warm-up. Without PyTorch only the ember lines
 // are printed (and a `#` line saying why). EMBER_BENCH_LSTM_STEPS sets the timed steps (>= 20).
 // The PyTorch child gets OMP_WAIT_POLICY=PASSIVE unless the environment already sets it.
-// Then, on one thread: the step's GEMM work in GFLOP/s (lstm_train_gflops_1t) against a
-// 1024^3 OpenBLAS sgemm in the same run (sgemm_gflops_1t) and their ratio (how close the whole
-// step gets to the machine's GEMM limit), and the recurrent product (64 x 256 times 256 x 1024,
+// Then, on one thread: the step's GEMM work in GFLOP/s (lstm_train_gflops_1t) against plain
+// OpenBLAS sgemms of the step's own shapes in the same run (sgemm_gflops_1t: every product the
+// step makes, step_gemms() below, with nothing else) and their ratio lstm_vs_sgemm_flops_ratio_1t
+// (how close the whole step gets to the GEMM limit of its shapes), and the recurrent product (64 x 256 times 256 x 1024,
 // the layer's per-step shape) through PackedRhs under each kernel this CPU runs against
 // OpenBLAS on the same operands. EMBER_CPU_ISA=avx2 (and OPENBLAS_CORETYPE=Haswell) show what
 // an AVX2-only machine gets.
-// `--device cuda:N` times the same step on that GPU instead (gpu_lstm_train_step_ms); without a
-// CUDA device it prints a `#` line saying so and exits 0.
+// `--device cuda:N` times the same step on that GPU instead (gpu_lstm_train_step_ms), its GEMM
+// GFLOP/s (gpu_lstm_train_gflops) against cuBLAS sgemms of the same shapes in the same run
+// (cublas_sgemm_gflops, gpu_lstm_vs_cublas_flops_ratio), and, where the Python's torch has CUDA,
+// the same step in PyTorch on that device (torch_gpu_lstm_train_step_ms; gpu_lstm_vs_torch_ratio
+// is ember's time over torch's). Without a CUDA device it prints a `#` line and exits 0.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -57,6 +62,18 @@ using bench::TorchPeer;
 
 constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kSteps = 50;
 constexpr int kWarmup = 5;
+
+// The PyTorch side: $EMBER_BENCH_PYTHON (default /usr/bin/python3) running
+// $EMBER_BENCH_LSTM_TORCH_SCRIPT (default: the source tree's bench/bench_lstm_torch.py; a bundle
+// made by scripts/gpu_bundle.sh sets it to its own copy).
+std::string torch_python() {
+  const char* py = std::getenv("EMBER_BENCH_PYTHON");
+  return py != nullptr ? py : "/usr/bin/python3";
+}
+std::string torch_script() {
+  const char* s = std::getenv("EMBER_BENCH_LSTM_TORCH_SCRIPT");
+  return s != nullptr ? s : EMBER_BENCH_LSTM_TORCH_SCRIPT;
+}
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
@@ -107,22 +124,60 @@ struct Model {
   }
 };
 
-// Floating-point operations of the step's matrix products (what the GEMM limit bounds): per
-// LSTM layer over N packed rows the input and recurrent products forward, and dh, dW_ih, dW_hh,
-// dX backward; the decoder's product forward and its two backward over all B x T rows.
-double step_gemm_flops(const std::vector<int64_t>& lengths) {
-  double n = 0;
-  for (int64_t l : lengths) n += static_cast<double>(l);
-  const double g = 4.0 * kHidden;
-  double flops = 0;
-  for (int64_t layer = 0; layer < kLayers; ++layer) {
-    const double f = layer == 0 ? kEmbed : kHidden;
-    flops += 2 * n * g * (f + kHidden);          // forward: X W_ih^T, h W_hh^T
-    flops += 2 * n * g * (kHidden + f + kHidden + f);  // backward: dh, dW_ih, dW_hh, dX
+// The matrix products of one training step, as (m, n, k) of C[m, n] = A[m, k] B[k, n]: per LSTM
+// layer over N packed rows the input product, the recurrent product of each time step (b_t
+// active rows), and backward dh per time step, dW_hh, dW_ih and dX over all rows; the decoder's
+// product forward and its two backward over all B x T rows. Their flops bound the step.
+struct GemmShape {
+  int64_t m, n, k;
+};
+std::vector<GemmShape> step_gemms(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> batch_sizes;
+  int64_t rows = 0;
+  for (int64_t t = 0; t < kSteps; ++t) {
+    const int64_t b = std::count_if(lengths.begin(), lengths.end(), [&](int64_t l) { return l > t; });
+    if (b > 0) batch_sizes.push_back(b);
+    rows += b;
   }
-  flops += 3 * 2.0 * kBatch * kSteps * kHidden * kVocab;  // decoder forward + 2 backward
+  const int64_t g = 4 * kHidden;
+  std::vector<GemmShape> out;
+  for (int64_t layer = 0; layer < kLayers; ++layer) {
+    const int64_t f = layer == 0 ? kEmbed : kHidden;
+    out.push_back({rows, g, f});                                // X W_ih^T
+    for (int64_t b : batch_sizes) out.push_back({b, g, kHidden});  // h_{t-1} W_hh^T
+    for (int64_t b : batch_sizes) out.push_back({b, kHidden, g});  // dh_{t-1} = dgates W_hh
+    out.push_back({g, kHidden, rows});                          // dW_hh
+    out.push_back({g, f, rows});                                // dW_ih
+    out.push_back({rows, f, g});                                // dX
+  }
+  const int64_t bt = kBatch * kSteps;
+  out.push_back({bt, kVocab, kHidden});  // decoder forward
+  out.push_back({kVocab, kHidden, bt});  // dW
+  out.push_back({bt, kHidden, kVocab});  // dX
+  return out;
+}
+
+double gemm_flops(const std::vector<GemmShape>& shapes) {
+  double flops = 0;
+  for (const GemmShape& s : shapes) flops += 2.0 * static_cast<double>(s.m) * s.n * s.k;
   return flops;
 }
+
+// Operands of every shape on `device` (float32, random), and one pass over them all through
+// native::addmm_out: OpenBLAS sgemm on CPU, cuBLAS sgemm on CUDA, nothing else in between.
+struct GemmSet {
+  std::vector<Tensor> a, b, c;
+  GemmSet(const std::vector<GemmShape>& shapes, Device device) {
+    for (const GemmShape& s : shapes) {
+      a.push_back(randn({s.m, s.k}, TensorOptions().device(device)));
+      b.push_back(randn({s.k, s.n}, TensorOptions().device(device)));
+      c.push_back(zeros({s.m, s.n}, TensorOptions().device(device)));
+    }
+  }
+  void run() {
+    for (size_t i = 0; i < a.size(); ++i) native::addmm_out(c[i], a[i], b[i], 0.0, 1.0);
+  }
+};
 
 template <typename F>
 double median_ms(int reps, const F& f) {
@@ -137,13 +192,14 @@ double median_ms(int reps, const F& f) {
 
 void print_gemm_lines(double step_ms, const std::vector<int64_t>& lengths) {
   set_num_threads(1);
-  const double lstm_gflops = step_gemm_flops(lengths) / (step_ms * 1e6);
-  Tensor a = randn({1024, 1024}), b = randn({1024, 1024});
-  (void)native::mm(a, b);
-  const double sgemm_gflops = 2.0 * 1024 * 1024 * 1024 / (median_ms(5, [&] { (void)native::mm(a, b); }) * 1e6);
+  const std::vector<GemmShape> shapes = step_gemms(lengths);
+  const double lstm_gflops = gemm_flops(shapes) / (step_ms * 1e6);
+  GemmSet gemms(shapes, Device::cpu());
+  gemms.run();
+  const double sgemm_gflops = gemm_flops(shapes) / (median_ms(5, [&] { gemms.run(); }) * 1e6);
   std::printf("lstm_train_gflops_1t %.1f GFLOP/s\n", lstm_gflops);
   std::printf("sgemm_gflops_1t %.1f GFLOP/s\n", sgemm_gflops);
-  std::printf("lstm_train_vs_sgemm_gflops_ratio_1t %.3f ratio\n", lstm_gflops / sgemm_gflops);
+  std::printf("lstm_vs_sgemm_flops_ratio_1t %.3f ratio\n", lstm_gflops / sgemm_gflops);
   // The recurrent step: h [64 x 256] times W_hh^T [256 x 1024], 200 times per timing.
   const int64_t m = 64, K = kHidden, N = 4 * kHidden, reps = 200;
   Tensor h = randn({m, K}), w_hh = randn({N, K}), c = zeros({m, N});
@@ -172,25 +228,57 @@ void print_gemm_lines(double step_ms, const std::vector<int64_t>& lengths) {
 
 }  // namespace
 
-// The training step on a GPU: gpu_lstm_train_step_ms (median, the stream synchronized per step).
-int run_on_gpu(Device device, const std::vector<int64_t>& lengths, int steps) {
+// The training step on a GPU: gpu_lstm_train_step_ms (median, the stream synchronized per
+// step), its GEMM rate against cuBLAS sgemms of the same shapes, and PyTorch's step on the same
+// device where its torch has CUDA (its steps alternate with ember's).
+int run_on_gpu(Device device, const std::vector<int64_t>& lengths, const std::string& csv, int steps) {
   if (device.index >= cuda_device_count()) {
     std::printf("# skipped: --device %s needs a GPU, and %d CUDA device(s) are visible%s\n", device.str().c_str(),
                 cuda_device_count(), cuda_device_count() == 0 ? " (no GPU or no CUDA build)" : "");
     return 0;
   }
   try {
+    TorchPeer torch(torch_python(), torch_script(), {csv, device.str()});
+    if (torch.ok()) {
+      std::printf("# torch %s on %s\n", torch.version().c_str(), device.str().c_str());
+      torch.command("warmup " + std::to_string(kWarmup));
+    } else {
+      std::printf("# torch with CUDA unavailable (%s %s %s did not start); printing ember numbers only\n",
+                  torch_python().c_str(), torch_script().c_str(), device.str().c_str());
+    }
     Model model(lengths, device);
     for (int i = 0; i < kWarmup; ++i) model.step();
     current_stream(device).synchronize();
-    std::vector<double> ms;
+    std::vector<double> ms, torch_ms;
     for (int i = 0; i < steps; ++i) {
       auto t0 = Clock::now();
       model.step();
       current_stream(device).synchronize();
       ms.push_back(ms_since(t0));
+      if (torch.ok()) {
+        const std::string r = torch.command("step");
+        if (torch.ok()) torch_ms.push_back(std::atof(r.c_str()));
+      }
     }
-    std::printf("gpu_lstm_train_step_ms %.3f ms\n", median(ms));
+    const double step_ms = median(ms);
+    std::printf("gpu_lstm_train_step_ms %.3f ms\n", step_ms);
+    const std::vector<GemmShape> shapes = step_gemms(lengths);
+    GemmSet gemms(shapes, device);
+    gemms.run();
+    current_stream(device).synchronize();
+    const double cublas_ms = median_ms(9, [&] {
+      gemms.run();
+      current_stream(device).synchronize();
+    });
+    const double lstm_gflops = gemm_flops(shapes) / (step_ms * 1e6), cublas_gflops = gemm_flops(shapes) / (cublas_ms * 1e6);
+    std::printf("gpu_lstm_train_gflops %.1f GFLOP/s\n", lstm_gflops);
+    std::printf("cublas_sgemm_gflops %.1f GFLOP/s\n", cublas_gflops);
+    std::printf("gpu_lstm_vs_cublas_flops_ratio %.3f ratio\n", lstm_gflops / cublas_gflops);
+    if (!torch_ms.empty()) {
+      const double t = median(torch_ms);
+      std::printf("torch_gpu_lstm_train_step_ms %.3f ms\n", t);
+      std::printf("gpu_lstm_vs_torch_ratio %.3f ratio\n", step_ms / t);
+    }
   } catch (const Error& e) {
     std::printf("# gpu step failed on %s: %s\n", device.str().c_str(), e.what());
     return 1;
@@ -219,13 +307,12 @@ int main(int argc, char** argv) {
     if (i > 0) csv.push_back(',');
     csv.append(std::to_string(lengths[i]));
   }
-  if (device.is_cuda()) return run_on_gpu(device, lengths, steps);
+  if (device.is_cuda()) return run_on_gpu(device, lengths, csv, steps);
 
-  const char* py = std::getenv("EMBER_BENCH_PYTHON");
-  TorchPeer torch(py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT, {csv});
+  TorchPeer torch(torch_python(), torch_script(), {csv});
   if (!torch.ok()) {
     std::printf("# torch unavailable (%s %s did not start); printing ember numbers only\n",
-                py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LSTM_TORCH_SCRIPT);
+                torch_python().c_str(), torch_script().c_str());
   } else {
     std::printf("# torch %s\n", torch.version().c_str());
   }

@@ -1,6 +1,8 @@
 """PyTorch side of ember-bench-lstm: the same training step, driven over stdin/stdout.
 
-Started by bench/bench_lstm.cpp as `python3 bench_lstm_torch.py <comma-separated lengths>`.
+Started by bench/bench_lstm.cpp as `python3 bench_lstm_torch.py <comma-separated lengths> [device]`
+(device: cpu, the default, or cuda:N; a step on CUDA ends with torch.cuda.synchronize(), and
+without a CUDA torch the script prints `unavailable <reason>` instead of `ready` and exits 1).
 Commands, one per line: `threads N` (torch.set_num_threads), `warmup K` (K untimed steps),
 `step` (one timed step; replies with its wall time in ms), `quit`. Every command is answered
 with one line so the caller can alternate ember and torch steps on a loaded host.
@@ -16,16 +18,21 @@ VOCAB, EMBED, HIDDEN, LAYERS, T = 64, 32, 256, 2, 50
 
 def main():
     lengths = torch.tensor([int(v) for v in sys.argv[1].split(",")], dtype=torch.int64)
+    device = torch.device(sys.argv[2] if len(sys.argv) > 2 else "cpu")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("unavailable torch", torch.__version__, "has no CUDA device", flush=True)
+        sys.exit(1)
     batch = lengths.numel()
     torch.manual_seed(0)
-    emb = torch.nn.Embedding(VOCAB, EMBED)
-    lstm = torch.nn.LSTM(EMBED, HIDDEN, num_layers=LAYERS, batch_first=True)
-    lin = torch.nn.Linear(HIDDEN, VOCAB)
+    emb = torch.nn.Embedding(VOCAB, EMBED).to(device)
+    lstm = torch.nn.LSTM(EMBED, HIDDEN, num_layers=LAYERS, batch_first=True).to(device)
+    lin = torch.nn.Linear(HIDDEN, VOCAB).to(device)
     params = list(emb.parameters()) + list(lstm.parameters()) + list(lin.parameters())
     opt = torch.optim.Adam(params, lr=1e-3)
     tokens = torch.randint(0, VOCAB, (batch, T))
     targets = torch.randint(0, VOCAB, (batch, T))
     targets[torch.arange(T)[None, :] >= lengths[:, None]] = -100
+    tokens, targets = tokens.to(device), targets.to(device)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -37,6 +44,8 @@ def main():
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1), ignore_index=-100)
         loss.backward()
         opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     print("ready", torch.__version__, flush=True)
     for line in sys.stdin:

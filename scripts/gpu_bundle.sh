@@ -2,7 +2,9 @@
 # gpu_bundle.sh [BUILD_DIR] [OUT_DIR] -- packs what scripts/gpu_check.sh runs into a folder of at
 # most 64 MiB that runs on a machine with a GPU but without ember's Debian packages (OpenBLAS,
 # Boost, OpenMPI, GoogleTest): the GPU test binaries, rnn_dp, ember-bench-lstm, the shared
-# libraries they load (found with ldd), the example's word lists, and gpu_check.sh itself.
+# libraries they load (found with ldd), the example's word lists, the PyTorch side of the LSTM
+# benchmark (bench/bench_lstm_torch.py: run where the GPU machine's python3 has a CUDA torch), and
+# gpu_check.sh itself.
 # Binaries, libraries and word lists travel as payload.tar.gz (each test binary carries ember's
 # device code, ~11 MB uncompressed); gpu_check.sh unpacks it into its OUT_DIR, no compiling.
 #
@@ -32,7 +34,8 @@ gpu_tests=$(ctest --test-dir "$build" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: */
 
 rm -rf "$out"
 stage=$out/.stage
-mkdir -p "$stage/bin" "$stage/lib" "$stage/dict"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/dict" "$stage/bench"
+cp bench/bench_lstm_torch.py "$stage/bench/"
 for name in $gpu_tests rnn_dp ember-bench-lstm; do
   f=$(find "$build" -name "$name" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
   [ -n "$f" ] || { echo "gpu_bundle: $name was not built in $build" >&2; exit 1; }
@@ -69,7 +72,7 @@ done
 } >"$out/BUNDLE"
 echo "gpu_bundle: $(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) libraries," \
   "$(($(du -sb "$stage" | cut -f1) / 1024 / 1024)) MiB unpacked"
-tar -C "$stage" -cf - bin lib dict | gzip -9 >"$out/payload.tar.gz"
+tar -C "$stage" -cf - bin lib dict bench | gzip -9 >"$out/payload.tar.gz"
 rm -rf "$stage"
 cp scripts/gpu_check.sh "$out/gpu_check.sh"
 

@@ -8,9 +8,11 @@
 #   example-1gpu    one epoch of examples/rnn_dp on cuda:0 (--single-device)
 #   example-dp      one epoch under DataParallel on cuda:0,cpu:0, and on all GPUs when >= 2
 #   sanitizer       compute-sanitizer (memcheck) over the GPU tests, where it is installed
-#   bench           ember-bench-lstm --device cuda:0
+#   bench           ember-bench-lstm --device cuda:0 (with PyTorch's step on the GPU where the
+#                   machine's python3, or $EMBER_BENCH_PYTHON, imports a CUDA torch)
 # Logs go to OUT_DIR (default ./gpu-check-<date>), one per step, and OUT_DIR/summary.md gets a
-# table of step, result (PASS / FAIL / SKIP) and seconds, also printed at the end. Without a GPU
+# table of step, result (PASS / FAIL / SKIP) and seconds, then the benchmark's figures, also
+# printed at the end. Without a GPU
 # it says so, writes a summary of SKIP lines and exits 0 (EMBER_GPU_CHECK_FORCE=1 runs the steps
 # anyway, e.g. to check the script itself: the GPU tests then skip). Exit status: 1 when a step
 # failed. Budget: ends within 10 minutes on a 16-core machine with one GPU.
@@ -55,6 +57,12 @@ write_summary() {
     echo "| step | result | seconds | note |"
     echo "|---|---|---|---|"
     printf '%s\n' "${results[@]}"
+    if [ -s "$out/bench.log" ] && grep -qE '^[a-z_0-9]+ [-0-9.eE+]+ ' "$out/bench.log"; then
+      echo
+      echo "benchmark (ember-bench-lstm --device cuda:0; name value unit):"
+      echo
+      grep -E '^(# torch|[a-z_0-9]+ [-0-9.eE+]+ )' "$out/bench.log" | sed 's/^/    /'
+    fi
   } >"$summary"
   echo
   cat "$summary"
@@ -69,6 +77,7 @@ if [ -f "$here/BUNDLE" ]; then
   bin=$run_dir/bin
   export LD_LIBRARY_PATH="$run_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/cuda/lib64"
   gpu_tests=$(cat "$here/gpu_tests.txt")
+  export EMBER_BENCH_LSTM_TORCH_SCRIPT=$run_dir/bench/bench_lstm_torch.py
 else
   src=$(cd "$here/.." && pwd)
   mode="source ($src)"
@@ -161,8 +170,8 @@ else
 fi
 
 if [ -x "$bin/ember-bench-lstm" ]; then
+  [ -n "${EMBER_BENCH_PYTHON:-}" ] || export EMBER_BENCH_PYTHON=$(command -v python3 || echo /usr/bin/python3)
   run_step bench 120 env EMBER_BENCH_LSTM_STEPS=20 "$bin/ember-bench-lstm" --device cuda:0
-  grep -E '^[a-z_0-9]+ [-0-9.eE+]+ ' "$out/bench.log" | sed 's/^/    /' || true
 else
   record bench FAIL 0 "ember-bench-lstm binary not found"
 fi

@@ -67,6 +67,8 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --backend NAME        --ddp: tcp | mpi | nccl (default: mpi under mpirun, nccl with
                         GPUs, else tcp)
   --timeout S           --ddp: seconds any collective may take before it fails (default 300)
+  --zero                --ddp: shard Adam's state over the ranks (ZeroRedundancyOptimizer);
+                        checkpoints hold it whole, so they resume with or without --zero
   --workers N           forked DataLoader workers (default 2; 0 loads in the main process)
   --threads N           intra-op threads per device (default: cores / devices, at least 1);
                         the pool is process-wide, a replica finding it busy computes inline
@@ -77,7 +79,10 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --batch-first B       true: input [B x T]; false: [T x B], scattered on dim 1 (default true)
   --no-total-length     unpack without total_length: DataParallel then fails, as in the FAQ
   --augment P           drop one random byte of a training word with probability P (default 0)
-  --resume              continue from the last checkpoint in --checkpoint-dir
+  --resume              continue from the last checkpoint in --checkpoint-dir, on any number
+                        of ranks (or none): the same global sample order goes on
+  --checkpoint-every N  also write the last checkpoint every N training steps (mid-epoch)
+  --max-steps N         stop after N training steps in all, writing a checkpoint there
   --checkpoint-dir DIR  one checkpoint per epoch (default runs/rnn_dp/checkpoints)
   --metrics PATH        JSON lines, one per epoch, appended (default runs/rnn_dp/metrics.jsonl)
   --dict-dir DIR        where the word lists are (default /usr/share/dict)
@@ -126,6 +131,13 @@ Options parse_options(int argc, const char* const* argv) {
                     ": expected tcp, mpi or nccl, got '", o.backend, "'");
     } else if (arg == "--timeout") {
       o.timeout_s = parse_int(arg, take(), 1);
+    } else if (arg == "--zero") {
+      no_value();
+      o.zero = true;
+    } else if (arg == "--checkpoint-every") {
+      o.checkpoint_every = parse_int(arg, take(), 1);
+    } else if (arg == "--max-steps") {
+      o.max_steps = parse_int(arg, take(), 1);
     } else if (arg == "--workers") {
       o.workers = static_cast<int>(parse_int(arg, take(), 0));
     } else if (arg == "--threads") {
@@ -171,6 +183,7 @@ Options parse_options(int argc, const char* const* argv) {
                   "and --single-device");
   } else {
     EMBER_CHECK_T(ValueError, o.backend.empty(), "--backend applies only with --ddp");
+    EMBER_CHECK_T(ValueError, !o.zero, "--zero applies only with --ddp (it shards over the ranks)");
   }
   return o;
 }

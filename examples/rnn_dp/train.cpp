@@ -34,6 +34,7 @@
 #include "parallel/distributed/init.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/zero_redundancy_optimizer.h"
 
 namespace rnn_dp {
 
@@ -49,8 +50,10 @@ namespace rnn_dp {
 //    epoch_seed(seed, e) before each epoch, and the main process's augmentation RNG (workers=0)
 //    is re-seeded with it too;
 //  - nothing else draws random numbers (the model has no dropout);
-//  - the checkpoint holds the model, Adam's state (step, exp_avg, exp_avg_sq) and the epoch, so
-//    a resumed run starts epoch e + 1 from exactly the state an uninterrupted run has there.
+//  - the checkpoint holds the model, Adam's state (step, exp_avg, exp_avg_sq), the default
+//    generator's state, the epochs done and, for a checkpoint taken within an epoch
+//    (--checkpoint-every, --max-steps), how many samples of it all ranks consumed together,
+//    so a resumed run continues from exactly the state an uninterrupted run has there.
 // DataParallel sums the replicas' gradients, so it matches a single-device run up to float
 // rounding (the tests check 1e-5), not bit for bit.
 
@@ -67,7 +70,19 @@ namespace rnn_dp {
 // prints, writes metrics and saves checkpoints, and every rank waits at a barrier until the
 // epoch's checkpoint is on disk, so "the last checkpoint" is an epoch every rank finished.
 // --resume: every rank loads it (model and Adam state); DDP's construction then broadcasts
-// rank 0's parameters, which changes nothing. A rank that dies makes the others' next
+// rank 0's parameters, which changes nothing.
+//
+// Note [Resume at any world size]
+// Nothing in a checkpoint depends on the number of ranks that wrote it: the model, Adam's state
+// whole (under --zero, consolidated on rank 0 first; each rank of the resumed job takes its own
+// shard of it, so N ranks' shards become M ranks' shards), the generator, and the position in
+// the epoch counted in global samples (Note [Global sample position] in
+// data/distributed_sampler.cpp). Since --batch-size is the global batch, a job resumed on M
+// ranks (or with no --ddp at all) visits the same global batches as the job it continues, so
+// with every batch full it follows the uninterrupted run up to float rounding. What must match
+// is the seed, the global batch, --limit, --lr, --batch-first and --augment (run_identity);
+// --augment draws per-rank streams, so only its sample order, not its draws, carries over to
+// another world size. A rank that dies makes the others' next
 // collective fail with DistributedError (see parallel/README.md); under
 // `ember-run --max-restarts K` the group restarts and, with --resume, continues from there.
 
@@ -169,8 +184,8 @@ std::string fmt(const char* f, double v) {
 
 // What a checkpoint must agree on with this run for --resume to continue the same run.
 std::map<std::string, std::string> run_identity(const Options& o, const Rank& job) {
+  (void)job;  // any world size resumes: Note [Resume at any world size]
   return {{"seed", std::to_string(o.seed)},
-          {"ddp_world_size", o.ddp ? std::to_string(job.world) : "none"},
           {"batch_size", std::to_string(o.batch_size)},
           {"batch_first", o.batch_first ? "true" : "false"},
           {"limit", o.limit ? std::to_string(*o.limit) : "none"},
@@ -178,44 +193,138 @@ std::map<std::string, std::string> run_identity(const Options& o, const Rank& jo
           {"augment", fmt("%.17g", o.augment_p)}};
 }
 
+// The training step's optimizer: Adam over every parameter, or under --zero the shard of Adam
+// that ZeroRedundancyOptimizer gives this rank. Checkpoints always hold Adam's whole state.
+class TrainOptimizer {
+ public:
+  TrainOptimizer(const Options& o, const Rank& job, WordLangModel& model) : model_(model), lr_(o.lr) {
+    if (o.zero) {
+      const double lr = o.lr;
+      zero_ = std::make_unique<ember::parallel::ZeroRedundancyOptimizer>(
+          model.parameters(), job.group,
+          [lr](std::vector<Tensor> p) { return std::make_unique<ember::optim::Adam>(p, ember::optim::AdamOptions(lr)); },
+          job.timeout_ms);
+    } else {
+      adam_ = std::make_unique<ember::optim::Adam>(model.parameters(), ember::optim::AdamOptions(o.lr));
+    }
+  }
+  void zero_grad() { zero_ ? zero_->zero_grad() : adam_->zero_grad(); }
+  void step() { zero_ ? zero_->step() : static_cast<void>(adam_->step()); }
+  /// The whole state as one Adam (a collective under --zero: every rank calls it); `fn` runs on
+  /// rank 0 only.
+  void with_whole_state(const Rank& job, const std::function<void(const ember::optim::Optimizer&)>& fn) {
+    if (!zero_) {
+      if (job.is_main()) fn(*adam_);
+      return;
+    }
+    zero_->consolidate_state_dict(0);
+    if (!job.is_main()) return;
+    ember::optim::Adam whole(model_.parameters(), ember::optim::AdamOptions(lr_));
+    whole.load_state_dict(zero_->state_dict());
+    fn(whole);
+  }
+  /// Loads model and optimizer state from a checkpoint (under --zero, this rank's shard of it).
+  void load(const std::string& path, std::map<std::string, std::string>* extra) {
+    ember::nn::LoadCheckpointOptions lo;
+    lo.restore_rng_state = true;
+    if (!zero_) {
+      ember::nn::load_checkpoint(path, model_, adam_.get(), extra, lo);
+      return;
+    }
+    ember::optim::Adam whole(model_.parameters(), ember::optim::AdamOptions(lr_));
+    ember::nn::load_checkpoint(path, model_, &whole, extra, lo);
+    zero_->load_state_dict(whole.state_dict());
+  }
+
+ private:
+  WordLangModel& model_;
+  double lr_;
+  std::unique_ptr<ember::optim::Adam> adam_;
+  std::unique_ptr<ember::parallel::ZeroRedundancyOptimizer> zero_;
+};
+
+// Where a run continues: after `epochs_done` epochs and `samples` samples (global) of the next,
+// whose training loss so far sums to loss_sum over `seen` samples; `step` steps in all.
+struct ResumePoint {
+  int epochs_done = 0;
+  size_t samples = 0;
+  double loss_sum = 0.0;
+  double seen = 0.0;
+  int64_t step = 0;
+};
+
 std::string checkpoint_path(const std::string& dir, int epoch) {
   return dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
 }
 std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.safetensors"; }
 
-// Loads <dir>/last.safetensors into model and optimizer; returns the epoch it ended, or 0 when
-// there is none. Throws when it belongs to a different run.
-int resume_from(const Options& o, const Rank& job, WordLangModel& model, ember::optim::Optimizer& optimizer,
-                std::FILE* out) {
+// A checkpoint's number entry `key` (written by save_state); throws ValueError when it is absent
+// or malformed.
+double extra_number(const std::map<std::string, std::string>& extra, const std::string& path, const std::string& key) {
+  auto it = extra.find(key);
+  EMBER_CHECK_T(ember::ValueError, it != extra.end(), "rnn_dp: --resume: ", path, " has no ", key, " entry");
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  EMBER_CHECK_T(ember::ValueError, !it->second.empty() && *end == '\0' && v >= 0, "rnn_dp: --resume: ", path,
+                ": entry ", key, "='", it->second, "' is not a non-negative number");
+  return v;
+}
+
+// Loads <dir>/last.safetensors into model and optimizer; returns where it left off (nothing
+// done when there is none). Throws when it belongs to a different run.
+ResumePoint resume_from(const Options& o, const Rank& job, TrainOptimizer& optimizer, size_t n_train,
+                        std::FILE* out) {
   const std::string path = last_checkpoint_path(o.checkpoint_dir);
   if (!std::filesystem::exists(path)) {
     say(out, "rnn_dp: --resume: no checkpoint at %s, starting from epoch 1\n", path.c_str());
-    return 0;
+    return {};
   }
   std::map<std::string, std::string> extra;
-  ember::nn::load_checkpoint(path, model, &optimizer, &extra);
+  optimizer.load(path, &extra);
   for (const auto& [key, value] : run_identity(o, job)) {
     auto it = extra.find(key);
     EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "rnn_dp: --resume: ", path,
                   " was written by a run with ", key, "=", it == extra.end() ? "<absent>" : it->second,
                   " but this run has ", key, "=", value, "; resume with the same options or remove the checkpoint");
   }
-  auto it = extra.find("epoch");
-  EMBER_CHECK_T(ember::ValueError, it != extra.end(), "rnn_dp: --resume: ", path, " has no epoch entry");
-  const int epoch = std::stoi(it->second);
-  say(out, "rnn_dp: resumed from %s (epoch %d done)\n", path.c_str(), epoch);
-  return epoch;
+  ResumePoint p;
+  p.epochs_done = static_cast<int>(extra_number(extra, path, "epoch"));
+  // Checkpoints of epoch ends only (before --checkpoint-every) have none of these.
+  if (extra.count("epoch_samples")) {
+    p.samples = static_cast<size_t>(extra_number(extra, path, "epoch_samples"));
+    p.loss_sum = extra_number(extra, path, "epoch_loss_sum");
+    p.seen = extra_number(extra, path, "epoch_seen");
+    p.step = static_cast<int64_t>(extra_number(extra, path, "step"));
+  }
+  EMBER_CHECK_T(ember::ValueError, p.samples <= n_train, "rnn_dp: --resume: ", path, " is at sample ", p.samples,
+                " of an epoch of ", n_train);
+  auto world = extra.find("world_size");
+  say(out, "rnn_dp: resumed from %s (epoch %d done)", path.c_str(), p.epochs_done);
+  if (p.samples > 0) say(out, " at sample %zu of epoch %d", p.samples, p.epochs_done + 1);
+  say(out, ", written by %s rank(s), now %d\n", world != extra.end() ? world->second.c_str() : "?", job.world);
+  return p;
 }
 
-void save_epoch(const Options& o, const Rank& job, const WordLangModel& model, const ember::optim::Optimizer& optimizer,
-                int epoch, const EpochResult& r) {
-  std::filesystem::create_directories(o.checkpoint_dir);
-  auto extra = run_identity(o, job);
-  extra["epoch"] = std::to_string(epoch);
-  extra["loss"] = fmt("%.17g", r.loss);
-  extra["test_acc"] = fmt("%.17g", r.test_acc);
-  ember::nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, epoch), model, &optimizer, extra);
-  ember::nn::save_checkpoint(last_checkpoint_path(o.checkpoint_dir), model, &optimizer, extra);
+// Saves model and optimizer (a collective under --zero) as <dir>/last.safetensors and, at the
+// end of epoch `at.epochs_done` (at.samples == 0, r given), as <dir>/epoch-N.safetensors too.
+void save_state(const Options& o, const Rank& job, const WordLangModel& model, TrainOptimizer& optimizer,
+                const ResumePoint& at, const EpochResult* r) {
+  optimizer.with_whole_state(job, [&](const ember::optim::Optimizer& whole) {
+    std::filesystem::create_directories(o.checkpoint_dir);
+    auto extra = run_identity(o, job);
+    extra["epoch"] = std::to_string(at.epochs_done);
+    extra["epoch_samples"] = std::to_string(at.samples);
+    extra["epoch_loss_sum"] = fmt("%.17g", at.loss_sum);
+    extra["epoch_seen"] = fmt("%.17g", at.seen);
+    extra["step"] = std::to_string(at.step);
+    extra["world_size"] = std::to_string(job.world);
+    if (r != nullptr) {
+      extra["loss"] = fmt("%.17g", r->loss);
+      extra["test_acc"] = fmt("%.17g", r->test_acc);
+      ember::nn::save_checkpoint(checkpoint_path(o.checkpoint_dir, at.epochs_done), model, &whole, extra);
+    }
+    ember::nn::save_checkpoint(last_checkpoint_path(o.checkpoint_dir), model, &whole, extra);
+  });
 }
 
 void append_metrics(const Options& o, const Rank& job, const EpochResult& r, const std::vector<Device>& devices,
@@ -346,10 +455,10 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   mc.total_length = o.total_length;
   auto model = std::make_shared<WordLangModel>(mc);
   model->to(device0);
-  ember::optim::Adam optimizer(model->parameters(), ember::optim::AdamOptions(o.lr));
-
-  int start_epoch = 1;
-  if (o.resume) start_epoch = resume_from(o, job, *model, optimizer, info) + 1;
+  TrainOptimizer optimizer(o, job, *model);  // see Note [Resume at any world size]
+  ResumePoint resumed;
+  if (o.resume) resumed = resume_from(o, job, optimizer, n_train, info);
+  const int start_epoch = resumed.epochs_done + 1;
 
   const int64_t batch_dim = o.batch_first ? 0 : 1;
   std::function<Tensor(const Tensor&, const Tensor&)> train_logits;  // the training step's forward
@@ -394,8 +503,9 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       static_cast<long long>(mc.hidden_size), static_cast<long long>(mc.num_classes),
       static_cast<long long>(count_parameters(*model)));
   if (o.ddp) {
-    say(info, "rnn_dp: DistributedDataParallel over %d ranks (%s backend), each on %s with a batch of %lld\n",
-        job.world, job.group->backend_name().c_str(), device0.str().c_str(), static_cast<long long>(rank_batch));
+    say(info, "rnn_dp: DistributedDataParallel over %d ranks (%s backend), each on %s with a batch of %lld%s\n",
+        job.world, job.group->backend_name().c_str(), device0.str().c_str(), static_cast<long long>(rank_batch),
+        o.zero ? ", Adam sharded by ZeroRedundancyOptimizer" : "");
   } else if (data_parallel) {
     say(info, "rnn_dp: DataParallel over %s: input scattered on dim %lld, lengths on dim 0, output gathered on dim "
         "%lld%s\n",
@@ -409,17 +519,27 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       threads == 1 ? "" : "s", o.ddp ? "rank" : "device", o.batch_first ? "true" : "false");
 
   std::vector<EpochResult> results;
-  for (int epoch = start_epoch; epoch <= o.epochs; ++epoch) {
-    // See Note [Deterministic runs].
+  int64_t step = resumed.step;
+  bool stopped = o.max_steps > 0 && step >= o.max_steps;  // --max-steps reached
+  for (int epoch = start_epoch; epoch <= o.epochs && !stopped; ++epoch) {
+    // See Note [Deterministic runs]; a resumed epoch goes on at its global sample (Note [Resume
+    // at any world size]).
+    const bool resumed_epoch = epoch == start_epoch;
     sampler->set_epoch(static_cast<uint64_t>(epoch - 1));
+    if (resumed_epoch) sampler->set_start_index(resumed.samples);
     loader_generator->manual_seed(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
     train_set->seed_rng(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
+    // This epoch before this run (all ranks together): samples, and their loss summed.
+    const size_t start_samples = resumed_epoch ? resumed.samples : 0;
+    const double carried_loss = resumed_epoch ? resumed.loss_sum : 0.0;
+    const double carried_seen = resumed_epoch ? resumed.seen : 0.0;
 
     model->train();
     EpochResult r;
     r.epoch = epoch;
     double loss_sum = 0.0;
     size_t seen = 0;
+    int64_t epoch_steps = 0;
     ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), sampler->size(),
                     job.is_main() ? o.progress : ProgressMode::None);
     const auto t0 = Clock::now();
@@ -434,9 +554,31 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       loss_sum += loss.item() * static_cast<double>(b);
       seen += b;
       bar.update(seen, loss_sum / static_cast<double>(seen));
+      ++step;
+      ++epoch_steps;
+      stopped = o.max_steps > 0 && step >= o.max_steps;
+      if (stopped || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
+        // Every rank is at the same step (equal shards): the sums and --zero's consolidation are
+        // collectives they all reach.
+        const std::vector<double> so_far = job.sum({loss_sum, static_cast<double>(seen)});
+        ResumePoint at;
+        at.epochs_done = epoch - 1;
+        at.samples = std::min(n_train, start_samples + static_cast<size_t>(epoch_steps * o.batch_size));
+        at.loss_sum = carried_loss + so_far[0];
+        at.seen = carried_seen + so_far[1];
+        at.step = step;
+        save_state(o, job, *model, optimizer, at, nullptr);
+        job.barrier();  // the checkpoint is on disk before anyone goes on
+        if (stopped) {
+          say(info, "rnn_dp: stopped after step %lld (--max-steps), at sample %zu of epoch %d; checkpoint %s\n",
+              static_cast<long long>(step), at.samples, epoch, last_checkpoint_path(o.checkpoint_dir).c_str());
+          break;
+        }
+      }
     }
     r.epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
     bar.finish();
+    if (stopped) break;
 
     const auto e0 = Clock::now();
     model->eval();
@@ -454,16 +596,17 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     // The whole job's figures: sums over the ranks.
     const std::vector<double> totals =
         job.sum({loss_sum, static_cast<double>(seen), static_cast<double>(correct)});
-    const double all_seen = totals[1];
-    r.loss = all_seen > 0 ? totals[0] / all_seen : 0.0;
-    r.samples_per_s = r.epoch_s > 0 ? all_seen / r.epoch_s : 0.0;
+    const double all_seen = carried_seen + totals[1];
+    r.loss = all_seen > 0 ? (carried_loss + totals[0]) / all_seen : 0.0;
+    r.samples_per_s = r.epoch_s > 0 ? totals[1] / r.epoch_s : 0.0;
     r.test_acc = n_test ? totals[2] / static_cast<double>(n_test) : 0.0;
     const double eval_s = std::chrono::duration<double>(Clock::now() - e0).count();
 
-    if (job.is_main()) {
-      save_epoch(o, job, *model, optimizer, epoch, r);
-      append_metrics(o, job, r, devices, threads, eval_s, n_train, n_test);
-    }
+    ResumePoint end;
+    end.epochs_done = epoch;
+    end.step = step;
+    save_state(o, job, *model, optimizer, end, &r);
+    if (job.is_main()) append_metrics(o, job, r, devices, threads, eval_s, n_train, n_test);
     job.barrier();  // every rank goes on only once the checkpoint is on disk
     say(info, "epoch=%d loss=%.4f test_acc=%.4f epoch_s=%.2f samples_per_s=%.0f\n", r.epoch, r.loss, r.test_acc,
         r.epoch_s, r.samples_per_s);

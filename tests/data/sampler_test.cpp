@@ -166,6 +166,78 @@ TEST(DistributedSampler, ShuffledShardsPartitionTheDatasetAndChangeWithEpoch) {
   EXPECT_EQ(sorted(all), iota(100));
 }
 
+// Note [Global sample position]: one epoch's order is the same for every number of replicas,
+// and a resumed epoch continues it at the global position, whatever the replicas are now.
+TEST(DistributedSampler, StartIndexResumesTheEpochAtTheSameGlobalSampleOnAnyNumberOfReplicas) {
+  DistributedSampler whole(48, 1, 0, true, 7);
+  whole.set_epoch(3);
+  const std::vector<size_t> order = whole.indices();
+  ASSERT_EQ(sorted(order), iota(48));
+  for (size_t replicas : {1u, 2u, 3u, 4u}) {
+    for (size_t start : {0u, 12u, 24u, 47u, 48u}) {
+      SCOPED_TRACE("replicas " + std::to_string(replicas) + ", start " + std::to_string(start));
+      std::vector<size_t> seen;
+      for (size_t r = 0; r < replicas; ++r) {
+        DistributedSampler s(48, replicas, r, true, 7);
+        s.set_epoch(3);
+        s.set_start_index(start);
+        EXPECT_EQ(s.start_index(), start);
+        const auto v = s.indices();
+        EXPECT_EQ(v.size(), s.size());
+        for (size_t k = 0; k < v.size() && start + r + k * replicas < 48; ++k)
+          EXPECT_EQ(v[k], order[start + r + k * replicas]) << "replica " << r << ", index " << k;
+        for (size_t k = 0; k < v.size() && start + r + k * replicas < 48; ++k) seen.push_back(v[k]);
+      }
+      // Together the replicas visit exactly the positions from start on.
+      EXPECT_EQ(sorted(seen), sorted(std::vector<size_t>(order.begin() + static_cast<std::ptrdiff_t>(start), order.end())));
+    }
+  }
+}
+
+TEST(DistributedSampler, SetEpochStartsTheNextEpochAtItsBeginning) {
+  DistributedSampler s(10, 2, 1, false);
+  s.set_start_index(6);
+  EXPECT_EQ(s.size(), 2u);
+  EXPECT_EQ(s.indices(), (std::vector<size_t>{7, 9}));
+  s.set_epoch(1);
+  EXPECT_EQ(s.start_index(), 0u);
+  EXPECT_EQ(s.indices(), (std::vector<size_t>{1, 3, 5, 7, 9}));
+  EXPECT_THROW(s.set_start_index(11), ValueError);
+}
+
+TEST(DistributedSampler, PaddingAfterAStartIndexRepeatsTheRemainingStart) {
+  // Positions 4..9 (6 left) over 4 replicas: 2 each, the 2 extra repeat positions 4 and 5.
+  std::vector<size_t> all;
+  for (size_t r = 0; r < 4; ++r) {
+    DistributedSampler s(10, 4, r, false);
+    s.set_start_index(4);
+    auto v = s.indices();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(sorted(all), (std::vector<size_t>{4, 4, 5, 5, 6, 7, 8, 9}));
+}
+
+TEST(DistributedSampler, UnevenShardsAreNotPaddedAndDifferByAtMostOne) {
+  DistributedSamplerOptions o;
+  o.shuffle = false;
+  o.even = false;
+  std::vector<size_t> all, sizes;
+  for (size_t r = 0; r < 3; ++r) {
+    DistributedSampler s(10, 3, r, o);
+    auto v = s.indices();
+    EXPECT_EQ(v.size(), s.size());
+    sizes.push_back(v.size());
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(sizes, (std::vector<size_t>{4, 3, 3}));
+  EXPECT_EQ(sorted(all), iota(10));  // each index once
+  DistributedSampler tiny(2, 4, 3, o);
+  EXPECT_EQ(tiny.size(), 0u);
+  EXPECT_TRUE(tiny.indices().empty());
+  o.drop_last = true;
+  EXPECT_THROW(DistributedSampler(10, 3, 0, o), ValueError);
+}
+
 TEST(DistributedSampler, InvalidRankIsValueError) {
   EXPECT_THROW(DistributedSampler(10, 2, 2), ValueError);
   EXPECT_THROW(DistributedSampler(10, 0, 0), ValueError);

@@ -63,18 +63,21 @@ inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& pat
   return out;
 }
 
-/// The model parameters of a checkpoint ("model.<key>").
-inline std::map<std::string, ember::Tensor> model_tensors(const std::filesystem::path& path) {
+/// The tensors of a checkpoint whose names start with `prefix` ("model.": the parameters).
+inline std::map<std::string, ember::Tensor> model_tensors(const std::filesystem::path& path,
+                                                          const std::string& prefix = "model.") {
   std::map<std::string, ember::Tensor> out;
   for (auto& [name, t] : ember::load_safetensors(path.string())) {
-    if (name.rfind("model.", 0) == 0) out.emplace(name, t);
+    if (name.rfind(prefix, 0) == 0) out.emplace(name, t);
   }
   return out;
 }
 
-/// Every model tensor of checkpoint `a` equals `b`'s within `tol` (largest absolute difference).
-inline void expect_same_parameters(const std::filesystem::path& a, const std::filesystem::path& b, double tol) {
-  auto ta = model_tensors(a), tb = model_tensors(b);
+/// Every model tensor of checkpoint `a` (or, with another prefix, e.g. "optim.", every such
+/// tensor) equals `b`'s within `tol` (largest absolute difference).
+inline void expect_same_parameters(const std::filesystem::path& a, const std::filesystem::path& b, double tol,
+                                   const std::string& prefix = "model.") {
+  auto ta = model_tensors(a, prefix), tb = model_tensors(b, prefix);
   ASSERT_FALSE(ta.empty()) << a;
   ASSERT_EQ(ta.size(), tb.size());
   for (auto& [name, x] : ta) {

@@ -13,6 +13,14 @@
 //   figure needs two idle cores (with autogroup scheduling a busy host gives this process
 //   about one core's share however many threads it runs). Another `#` line splits the 2dev
 //   step's CPU time by thread, to show where it goes.
+//   dp_plain_concurrent_step_ms_2dev: two threads stepping independent copies of the model (one
+//   on cpu:0, one on cpu:1, each with its own Adam) on the two halves of the batch at the same
+//   time, the slower thread's time: what DataParallel's step would cost if scatter, replicate,
+//   gather and the reduction back were free, on a machine whose two busy cores slow each other.
+//   dp_vs_plain_concurrent_2dev = that / dp_step_ms_2dev (goal >= 0.97). It alternates with the
+//   other two configurations too. dp_plain_concurrent_cpu_ms_2dev is its process CPU time, and
+//   dp_cpu_vs_plain_concurrent_2dev = that / dp_cpu_ms_2dev: the CPU work DataParallel adds,
+//   which a loaded host does not blur as it blurs the wall times.
 //   EMBER_BENCH_DP_REPS overrides the repetition count (default 9).
 #include <dirent.h>
 #include <stdlib.h>
@@ -21,6 +29,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/generator.h"
@@ -157,12 +167,57 @@ int main() {
 
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + i));
+
+  // Two independent copies, one per device, each stepping its half of the batch on its own
+  // thread (this one for cpu:0, `helper` for cpu:1), started together by `go`.
+  const Device dev1 = Device::cpu(1);
+  auto copy0 = single->clone_as();
+  auto copy1 = single->clone_as();
+  copy1->to(dev1);
+  optim::Adam adam_c0(copy0->parameters(), optim::AdamOptions(1e-3));
+  optim::Adam adam_c1(copy1->parameters(), optim::AdamOptions(1e-3));
+  auto half = [&](const Batch& b, int64_t which, Device d) {
+    const int64_t n = kBatch / 2;
+    Batch h;
+    h.tokens = to(native::narrow(b.tokens, 0, which * n, n), d);
+    h.lengths = native::contiguous(native::narrow(b.lengths, 0, which * n, n));  // lengths stay on the host
+    h.targets = to(native::narrow(b.targets, 0, which * n, n), d);
+    return h;
+  };
+  std::vector<Batch> halves0, halves1;
+  for (const Batch& b : batches) {
+    halves0.push_back(half(b, 0, Device::cpu(0)));
+    halves1.push_back(half(b, 1, dev1));
+  }
+  auto c0 = [&](const Tensor& t, const Tensor& l) { return copy0->forward(t, l); };
+  auto c1 = [&](const Tensor& t, const Tensor& l) { return copy1->forward(t, l); };
+  std::barrier go(2), done(2);
+  bool stop = false;    // written before `go` by this thread, read after it by the helper
+  size_t helper_batch = 0;
+  double helper_ms = 0;  // written by the helper before `done`, read after it here
+  std::thread helper([&] {
+    for (;;) {
+      go.arrive_and_wait();
+      if (stop) return;
+      helper_ms = step_ms(c1, adam_c1, halves1[helper_batch]).wall_ms;
+      done.arrive_and_wait();
+    }
+  });
+  auto concurrent_step = [&](size_t k) {
+    helper_batch = k;
+    const double cpu0 = process_cpu_ms();
+    go.arrive_and_wait();
+    const double mine = step_ms(c0, adam_c0, halves0[k]).wall_ms;
+    done.arrive_and_wait();
+    return StepTime{std::max(mine, helper_ms), process_cpu_ms() - cpu0};
+  };
   for (int w = 0; w < 2; ++w) {  // warm up: allocator caches, device threads
     step_ms(one, adam1, batches[w]);
     step_ms(two, adam2, batches[w]);
+    concurrent_step(static_cast<size_t>(w));
   }
   const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
-  std::vector<double> t1, t2, c1, c2, main2, fwd2_0, fwd2_1, other2;
+  std::vector<double> t1, t2, t3, cpu1, cpu2, cpu3, main2, fwd2_0, fwd2_1, other2;
   for (int r = 0; r < reps; ++r) {
     const Batch& b = batches[static_cast<size_t>(r) % batches.size()];
     auto a0 = all_thread_cpu_ms();
@@ -170,10 +225,13 @@ int main() {
     auto a1 = all_thread_cpu_ms();
     StepTime s2 = step_ms(two, adam2, b);
     auto a2 = all_thread_cpu_ms();
+    const StepTime s3 = concurrent_step(static_cast<size_t>(r) % batches.size());
+    t3.push_back(s3.wall_ms);
+    cpu3.push_back(s3.cpu_ms);
     t1.push_back(s1.wall_ms);
-    c1.push_back(s1.cpu_ms);
+    cpu1.push_back(s1.cpu_ms);
     t2.push_back(s2.wall_ms);
-    c2.push_back(s2.cpu_ms);
+    cpu2.push_back(s2.cpu_ms);
     // Where the 2dev step's CPU time went, per thread: the replicas' forwards run on the
     // DataParallel threads "dp-cpu:i"; in backward the calling thread runs cpu:0's nodes
     // itself (Note [Engine threads]) and cpu:1's engine worker the rest.
@@ -195,13 +253,20 @@ int main() {
     fwd2_1.push_back(fwd1);
     other2.push_back(other);
   }
-  double m1 = median(t1), m2 = median(t2);
+  stop = true;
+  go.arrive_and_wait();
+  helper.join();
+  double m1 = median(t1), m2 = median(t2), m3 = median(t3);
   std::printf("# load average %.2f before, %.2f after (2 cores wanted idle)\n", load_before, load_average());
   std::printf("dp_step_ms_1dev %.2f ms\n", m1);
   std::printf("dp_step_ms_2dev %.2f ms\n", m2);
   std::printf("dp_scaling_2dev %.3f x\n", m1 / m2);
-  std::printf("dp_cpu_ms_1dev %.2f ms\n", median(c1));
-  std::printf("dp_cpu_ms_2dev %.2f ms\n", median(c2));
+  std::printf("dp_cpu_ms_1dev %.2f ms\n", median(cpu1));
+  std::printf("dp_cpu_ms_2dev %.2f ms\n", median(cpu2));
+  std::printf("dp_plain_concurrent_step_ms_2dev %.2f ms\n", m3);
+  std::printf("dp_vs_plain_concurrent_2dev %.3f ratio\n", m2 > 0 ? m3 / m2 : 0.0);
+  std::printf("dp_plain_concurrent_cpu_ms_2dev %.2f ms\n", median(cpu3));
+  std::printf("dp_cpu_vs_plain_concurrent_2dev %.3f ratio\n", median(cpu2) > 0 ? median(cpu3) / median(cpu2) : 0.0);
   std::printf(
       "# 2dev CPU ms per step by thread (medians): caller %.2f (scatter, gather, loss, cpu:0's backward, Adam), "
       "dp-cpu:0 %.2f and dp-cpu:1 %.2f (replica forwards), other threads %.2f (cpu:1's backward)\n",

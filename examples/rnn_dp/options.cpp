@@ -69,6 +69,9 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --timeout S           --ddp: seconds any collective may take before it fails (default 300)
   --zero                --ddp: shard Adam's state over the ranks (ZeroRedundancyOptimizer);
                         checkpoints hold it whole, so they resume with or without --zero
+  --uneven              --ddp: shard the data without padding (each word once per epoch), so
+                        ranks may get different numbers of batches; the training loop runs
+                        inside DistributedDataParallel::join (PyTorch's ddp.join())
   --workers N           forked DataLoader workers (default 2; 0 loads in the main process)
   --threads N           intra-op threads per device (default: cores / devices, at least 1);
                         the pool is process-wide, a replica finding it busy computes inline
@@ -134,6 +137,9 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (arg == "--zero") {
       no_value();
       o.zero = true;
+    } else if (arg == "--uneven") {
+      no_value();
+      o.uneven = true;
     } else if (arg == "--checkpoint-every") {
       o.checkpoint_every = parse_int(arg, take(), 1);
     } else if (arg == "--max-steps") {
@@ -184,6 +190,14 @@ Options parse_options(int argc, const char* const* argv) {
   } else {
     EMBER_CHECK_T(ValueError, o.backend.empty(), "--backend applies only with --ddp");
     EMBER_CHECK_T(ValueError, !o.zero, "--zero applies only with --ddp (it shards over the ranks)");
+    EMBER_CHECK_T(ValueError, !o.uneven, "--uneven applies only with --ddp (it shards over the ranks)");
+  }
+  if (o.uneven) {
+    // A rank that has joined takes no more steps: collectives at a step count (ZeRO's step, the
+    // checkpoints within an epoch) would wait for it.
+    EMBER_CHECK_T(ValueError, !o.zero && o.checkpoint_every == 0 && o.max_steps == 0,
+                  "--uneven: ranks take different numbers of steps, which --zero, --checkpoint-every and "
+                  "--max-steps need to be the same; drop them");
   }
   return o;
 }

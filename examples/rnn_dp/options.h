@@ -30,6 +30,7 @@ struct Options {
   std::string backend;          // --ddp: tcp | mpi | nccl; empty: mpi under mpirun, nccl on GPUs, else tcp
   int64_t timeout_s = 300;      // --ddp: bound on every collective and the rendezvous
   bool zero = false;            // --ddp: ZeroRedundancyOptimizer (each rank keeps 1/N of Adam's state)
+  bool uneven = false;          // --ddp: shards without padding, training inside DistributedDataParallel::join
   int64_t checkpoint_every = 0; // also checkpoint every N training steps (0: at epoch ends only)
   int64_t max_steps = 0;        // stop after N training steps in all (checkpointed there); 0: no limit
   double augment_p = 0.0;       // probability of dropping one byte of a training word

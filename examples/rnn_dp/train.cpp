@@ -340,6 +340,7 @@ void append_metrics(const Options& o, const Rank& job, const EpochResult& r, con
                       {"samples_per_s", r.samples_per_s},
                       {"eval_s", eval_s},
                       {"train_words", train_words},
+                      {"samples_seen", r.samples},
                       {"test_words", test_words},
                       {"devices", devs},
                       {"data_parallel", !o.ddp && !o.single_device && devices.size() > 1},
@@ -426,9 +427,10 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   WordLangDataset test_set(std::move(splits.test));
   const std::vector<WordBatch> test_batches = collate_all(test_set, collate, o.eval_batch_size);
 
+  // --uneven: no padding, each word once per epoch; ranks may then get different batch counts.
+  const ember::data::DistributedSamplerOptions sampler_options{.shuffle = true, .seed = o.seed, .even = !o.uneven};
   auto sampler = std::make_shared<ember::data::DistributedSampler>(n_train, static_cast<size_t>(job.world),
-                                                                   static_cast<size_t>(job.rank), /*shuffle=*/true,
-                                                                   o.seed);
+                                                                   static_cast<size_t>(job.rank), sampler_options);
   auto loader_generator = std::make_shared<ember::Generator>(o.seed + static_cast<uint64_t>(job.rank));
   Loader loader(train_set,
                 ember::data::DataLoaderOptions{
@@ -514,6 +516,17 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   } else {
     say(info, "rnn_dp: single device %s\n", device0.str().c_str());
   }
+  if (o.uneven) {
+    std::string counts;
+    for (int r = 0; r < job.world; ++r) {
+      const size_t n = ember::data::DistributedSampler(n_train, static_cast<size_t>(job.world), static_cast<size_t>(r),
+                                                       sampler_options)
+                           .size();
+      counts += (r ? ", " : "") + std::to_string((n + static_cast<size_t>(rank_batch) - 1) / static_cast<size_t>(rank_batch));
+    }
+    say(info, "rnn_dp: --uneven: shards without padding, batches per rank %s; DistributedDataParallel::join lets "
+        "the ranks that finish first shadow the others\n", counts.c_str());
+  }
   say(info, "rnn_dp: batch %lld, Adam lr %g, seed %llu, %d DataLoader workers, %d thread%s per %s, batch_first=%s\n",
       static_cast<long long>(o.batch_size), o.lr, static_cast<unsigned long long>(o.seed), o.workers, threads,
       threads == 1 ? "" : "s", o.ddp ? "rank" : "device", o.batch_first ? "true" : "false");
@@ -543,38 +556,47 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     ProgressBar bar("epoch " + std::to_string(epoch) + "/" + std::to_string(o.epochs), sampler->size(),
                     job.is_main() ? o.progress : ProgressMode::None);
     const auto t0 = Clock::now();
-    for (auto& [padded, lengths, labels] : loader) {
-      optimizer.zero_grad();
-      const Tensor logits = train_logits(padded, lengths);
-      const Tensor loss = ember::nn::F::cross_entropy(
-          logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
-      loss.backward();
-      optimizer.step();
-      const size_t b = static_cast<size_t>(labels.size(0));
-      loss_sum += loss.item() * static_cast<double>(b);
-      seen += b;
-      bar.update(seen, loss_sum / static_cast<double>(seen));
-      ++step;
-      ++epoch_steps;
-      stopped = o.max_steps > 0 && step >= o.max_steps;
-      if (stopped || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
-        // Every rank is at the same step (equal shards): the sums and --zero's consolidation are
-        // collectives they all reach.
-        const std::vector<double> so_far = job.sum({loss_sum, static_cast<double>(seen)});
-        ResumePoint at;
-        at.epochs_done = epoch - 1;
-        at.samples = std::min(n_train, start_samples + static_cast<size_t>(epoch_steps * o.batch_size));
-        at.loss_sum = carried_loss + so_far[0];
-        at.seen = carried_seen + so_far[1];
-        at.step = step;
-        save_state(o, job, *model, optimizer, at, nullptr);
-        job.barrier();  // the checkpoint is on disk before anyone goes on
-        if (stopped) {
-          say(info, "rnn_dp: stopped after step %lld (--max-steps), at sample %zu of epoch %d; checkpoint %s\n",
-              static_cast<long long>(step), at.samples, epoch, last_checkpoint_path(o.checkpoint_dir).c_str());
-          break;
+    auto train_pass = [&] {
+      for (auto& [padded, lengths, labels] : loader) {
+        optimizer.zero_grad();
+        const Tensor logits = train_logits(padded, lengths);
+        const Tensor loss = ember::nn::F::cross_entropy(
+            logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
+        loss.backward();
+        optimizer.step();
+        const size_t b = static_cast<size_t>(labels.size(0));
+        loss_sum += loss.item() * static_cast<double>(b);
+        seen += b;
+        bar.update(seen, loss_sum / static_cast<double>(seen));
+        ++step;
+        ++epoch_steps;
+        stopped = o.max_steps > 0 && step >= o.max_steps;
+        if (stopped || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
+          // Every rank is at the same step (equal shards): the sums and --zero's consolidation are
+          // collectives they all reach.
+          const std::vector<double> so_far = job.sum({loss_sum, static_cast<double>(seen)});
+          ResumePoint at;
+          at.epochs_done = epoch - 1;
+          at.samples = std::min(n_train, start_samples + static_cast<size_t>(epoch_steps * o.batch_size));
+          at.loss_sum = carried_loss + so_far[0];
+          at.seen = carried_seen + so_far[1];
+          at.step = step;
+          save_state(o, job, *model, optimizer, at, nullptr);
+          job.barrier();  // the checkpoint is on disk before anyone goes on
+          if (stopped) {
+            say(info, "rnn_dp: stopped after step %lld (--max-steps), at sample %zu of epoch %d; checkpoint %s\n",
+                static_cast<long long>(step), at.samples, epoch, last_checkpoint_path(o.checkpoint_dir).c_str());
+            break;
+          }
         }
       }
+    };
+    // --uneven: a rank out of batches shadows the others' collectives until all are done (Note
+    // [Join] in parallel/distributed_data_parallel.cpp); every rank then has the same model.
+    if (o.uneven) {
+      ddp->join(train_pass);
+    } else {
+      train_pass();
     }
     r.epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
     bar.finish();
@@ -598,6 +620,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         job.sum({loss_sum, static_cast<double>(seen), static_cast<double>(correct)});
     const double all_seen = carried_seen + totals[1];
     r.loss = all_seen > 0 ? (carried_loss + totals[0]) / all_seen : 0.0;
+    r.samples = all_seen;
     r.samples_per_s = r.epoch_s > 0 ? totals[1] / r.epoch_s : 0.0;
     r.test_acc = n_test ? totals[2] / static_cast<double>(n_test) : 0.0;
     const double eval_s = std::chrono::duration<double>(Clock::now() - e0).count();

@@ -18,6 +18,7 @@ struct EpochResult {
   double test_acc = 0.0;
   double epoch_s = 0.0;   // wall time of the training pass (data loading included, test pass not)
   double samples_per_s = 0.0;
+  double samples = 0.0;   // training samples all ranks visited in the epoch (DDP's padding included)
 };
 
 /// Trains as `options` say and returns the epochs run by this process. Throws ember::Error (a

@@ -249,8 +249,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
         pg = std::make_shared<ProcessGroupNCCL>(store, rank, world_size, no);
 #endif
       }
+      // EMBER_DISTRIBUTED_DEBUG=INFO or DETAIL: every rank records the last collective it
+      // entered in this group's part of the store, so a failure or timeout names each rank's.
+      if (pg->debug_level() != DebugLevel::kOff) pg->set_debug_store(store);
     }
   }
+  pg->set_debug_timeout_ms(options.timeout_ms);  // the desync check waits as long as a collective
   std::lock_guard<std::mutex> lock(g_mutex);
   g_default = pg;
   return pg;

@@ -36,7 +36,9 @@ struct InitOptions {
   std::string group_name = "default";
 };
 
-/// Makes a process group and installs it as the default one (replacing any earlier).
+/// Makes a process group and installs it as the default one (replacing any earlier). Under
+/// EMBER_DISTRIBUTED_DEBUG=INFO or DETAIL a group made over a store gets it as its debug store
+/// (ProcessGroup::set_debug_store), and the desync check waits options.timeout_ms.
 /// Throws ValueError naming the variable when the environment is missing or invalid, or
 /// naming the backend when it is unknown or not built in (mpi without EMBER_HAVE_MPI,
 /// nccl without EMBER_HAVE_NCCL); DistributedError/TimeoutError when rendezvous fails.

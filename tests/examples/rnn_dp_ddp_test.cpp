@@ -235,4 +235,32 @@ TEST_F(RnnDpDdp, EmberRunExitsWithTheKilledRanksStatus) {
   EXPECT_EQ(out.find("restarting"), std::string::npos) << out;
 }
 
+// --uneven: 402 words (--limit 67) over 4 ranks without padding are shards of 101, 101, 100 and
+// 100, in batches of 10 (global 40): ranks 0 and 1 take 11 steps per epoch, ranks 2 and 3 take
+// 10. DistributedDataParallel::join lets ranks 2 and 3 shadow the last step, so the job ends
+// (no hang, no timeout: --timeout 60 would turn one into an error) having trained on every word
+// exactly once per epoch; without --uneven DistributedSampler pads to 404 (two words twice).
+TEST_F(RnnDpDdp, UnevenShardsTrainEveryWordOnceUnderJoin) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const std::string args = "--limit 67 --batch-size 40 --threads 1 --workers 1 --progress none --epochs 2 --timeout 60";
+  RunResult r = ember_run(4, "uneven", args + " --uneven");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("rnn_dp: data train=402 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--uneven: shards without padding, batches per rank 11, 11, 10, 10"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("[rank 0]: epoch=2 "), std::string::npos) << r.output;
+  const auto uneven = read_metrics(metrics("uneven"));
+  ASSERT_EQ(uneven.size(), 2u);
+  for (const auto& m : uneven) EXPECT_EQ(m["samples_seen"].get<double>(), 402.0) << m.dump();
+  RunResult padded = ember_run(4, "padded", args);
+  ASSERT_EQ(padded.exit_code, 0) << padded.output;
+  const auto even = read_metrics(metrics("padded"));
+  ASSERT_EQ(even.size(), 2u);
+  EXPECT_EQ(even[0]["samples_seen"].get<double>(), 404.0) << even[0].dump();
+  // Options that need every rank at the same step are refused with it.
+  RunResult bad = run_command(std::string(RNN_DP_BINARY) + " --ddp --uneven --zero");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--uneven: ranks take different numbers of steps"), std::string::npos) << bad.output;
+}
+
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "parallel/distributed/hash_store.h"
+#include "parallel/distributed/init.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "tests/parallel/process_group_test_util.h"
 
@@ -115,6 +116,46 @@ TEST(FlightRecorder, TimeoutNamesTheLastCollectiveOfEveryRank) {
   EXPECT_THAT(errors[1], HasSubstr("all_reduce #1 (float32, [4], sum): completed"));
   EXPECT_THAT(errors[1], HasSubstr("rank 0: broadcast #2 (float32, [3], root 1)"));
   EXPECT_THAT(errors[1], HasSubstr("rank 1: all_reduce #3 (float32, [5], sum)"));
+}
+
+// The same through init_process_group with EMBER_DISTRIBUTED_DEBUG=DETAIL in the environment:
+// the group it makes has the debug store already, so the report names every rank's last call.
+TEST(FlightRecorder, InitProcessGroupGivesItsGroupsTheDebugStore) {
+  ::setenv("EMBER_DISTRIBUTED_DEBUG", "DETAIL", 1);
+  auto store = std::make_shared<HashStore>();
+  std::latch done(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        InitOptions o;
+        o.rank = r;
+        o.world_size = 2;
+        o.store = store;
+        o.timeout_ms = 600;
+        auto pg = init_process_group("tcp", o);
+        EXPECT_EQ(pg->debug_level(), DebugLevel::kDetail);
+        try {
+          pg->all_reduce(ones({4}))->wait();
+          if (r == 1) pg->broadcast(ones({3}), 0)->wait();
+        } catch (...) {
+          done.arrive_and_wait();
+          throw;
+        }
+        done.arrive_and_wait();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ::unsetenv("EMBER_DISTRIBUTED_DEBUG");
+  destroy_process_group();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_THAT(errors[1], HasSubstr("last collective each rank entered"));
+  EXPECT_THAT(errors[1], HasSubstr("rank 0: all_reduce #1 (float32, [4], sum)"));
+  EXPECT_THAT(errors[1], HasSubstr("rank 1: broadcast #2 (float32, [3], root 0)"));
 }
 
 TEST(FlightRecorder, KeepsTheLastEntriesWithTheirState) {

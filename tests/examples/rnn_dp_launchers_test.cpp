@@ -283,8 +283,11 @@ TEST_F(RnnDpLaunchers, TwoEmberRunNodesOnLoopbackAddressesFollowTheSingleProcess
 // a remote host's ranks through `ssh HOST orted ...`; with no sshd here, the launch agent
 // (--mca plm_rsh_agent) is a script that runs that command on this machine, as ssh would on
 // HOST, giving it what HOST would give its processes: EMBER_TCP_HOST=HOST (a real host finds
-// its address on the route to MASTER_ADDR) and EMBER_TCP_CMA=0 (two hosts cannot read each
-// other's memory: every byte goes through the sockets).
+// its address on the route to MASTER_ADDR), EMBER_TCP_CMA=0 (two hosts cannot read each
+// other's memory: every byte goes through the sockets) and a /tmp of its own for OpenMPI's
+// session directory (orte_tmpdir_base): every daemon here has the same host name, and two
+// daemons creating /tmp/ompi.<host>.<uid>/jf.<job> at once made one fail now and then with
+// "mkdir ... File exists" / "orte_session_dir failed" (seen under load).
 class MpiHosts {
  public:
   explicit MpiHosts(const fs::path& dir) {
@@ -294,7 +297,8 @@ class MpiHosts {
     const fs::path hostfile = dir / "hosts", agent = dir / "agent.sh";
     std::ofstream(hostfile) << "127.0.0.2 slots=1\n127.0.0.3 slots=1\n";
     std::ofstream(agent) << "#!/bin/sh\n# ssh HOST COMMAND, run on this machine as if on HOST\nhost=$1\nshift\n"
-                            "EMBER_TCP_HOST=$host EMBER_TCP_CMA=0 exec sh -c \"$*\"\n";
+                            "tmp=" << dir.string() << "/tmp-$host\nmkdir -p \"$tmp\"\n"
+                            "OMPI_MCA_orte_tmpdir_base=$tmp EMBER_TCP_HOST=$host EMBER_TCP_CMA=0 exec sh -c \"$*\"\n";
     fs::permissions(agent, fs::perms::owner_all);
     prefix_ = std::string(RNN_DP_MPIRUN) + " --allow-run-as-root --hostfile " + hostfile.string() +
               " --mca plm_rsh_agent " + agent.string() + " -np 2 ";

@@ -11,6 +11,7 @@ pkgs=(
   libbenchmark-dev               # bench/
   nlohmann-json3-dev             # safetensors headers, store messages
   wamerican wngerman wfrench witalian wspanish wdutch   # examples/rnn_dp data
+  bible-kjv-text                 # examples/word_lm corpus (/usr/lib/bible.data, 2.5 MB)
   slurmctld slurmd slurm-client  # rnn_dp_launchers_test's one-node Slurm (srun; ~5 s of the suite)
   clang libclang-rt-dev          # fuzz/: libFuzzer and the sanitizer runtimes it links (preset fuzz)
 )

@@ -1,40 +1,16 @@
 #include "examples/rnn_dp/options.h"
 
-#include <cerrno>
-#include <cstdlib>
-
 #include "core/error.h"
+#include "examples/common/cli.h"
 
 namespace rnn_dp {
 
 namespace {
 
 using ember::ValueError;
-
-int64_t parse_int(const std::string& flag, const std::string& v, int64_t min_value) {
-  errno = 0;
-  char* end = nullptr;
-  const long long x = std::strtoll(v.c_str(), &end, 10);
-  EMBER_CHECK_T(ValueError, !v.empty() && end && *end == '\0' && errno == 0, flag, ": expected an integer, got '", v,
-                "'");
-  EMBER_CHECK_T(ValueError, x >= min_value, flag, ": expected at least ", min_value, ", got ", x);
-  return x;
-}
-
-double parse_double(const std::string& flag, const std::string& v) {
-  errno = 0;
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  EMBER_CHECK_T(ValueError, !v.empty() && end && *end == '\0' && errno == 0, flag, ": expected a number, got '", v,
-                "'");
-  return x;
-}
-
-bool parse_bool(const std::string& flag, const std::string& v) {
-  if (v == "true" || v == "1") return true;
-  if (v == "false" || v == "0") return false;
-  EMBER_THROW(ValueError, flag, ": expected true or false, got '", v, "'");
-}
+using ember_examples::parse_bool;
+using ember_examples::parse_double;
+using ember_examples::parse_int;
 
 std::vector<ember::Device> parse_devices(const std::string& flag, const std::string& v) {
   std::vector<ember::Device> out;
@@ -96,24 +72,10 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
 
 Options parse_options(int argc, const char* const* argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    bool has_value = false;
-    if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-      has_value = true;
-    }
-    auto take = [&]() -> const std::string& {
-      if (!has_value) {
-        EMBER_CHECK_T(ValueError, i + 1 < argc, arg, ": expected a value (see --help)");
-        value = argv[++i];
-        has_value = true;
-      }
-      return value;
-    };
-    auto no_value = [&] { EMBER_CHECK_T(ValueError, !has_value, arg, " takes no value"); };
+  for (ember_examples::ArgReader args(argc, argv); args.next();) {
+    const std::string& arg = args.flag();
+    auto take = [&]() -> const std::string& { return args.value(); };
+    auto no_value = [&] { args.no_value(); };
 
     if (arg == "--help" || arg == "-h") {
       no_value();
@@ -180,7 +142,7 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (arg == "--progress") {
       o.progress = progress_mode_from_string(take());
     } else {
-      EMBER_THROW(ValueError, "unknown option '", argv[i], "' (see --help)");
+      EMBER_THROW(ValueError, "unknown option '", args.raw(), "' (see --help)");
     }
   }
   if (o.ddp) {

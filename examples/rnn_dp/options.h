@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "core/device.h"
-#include "examples/rnn_dp/progress.h"
+#include "examples/common/progress.h"
 
 namespace rnn_dp {
+
+using ember_examples::ProgressMode;
+using ember_examples::progress_mode_from_string;
 
 struct Options {
   int epochs = 3;

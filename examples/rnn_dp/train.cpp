@@ -1,10 +1,7 @@
 #include "examples/rnn_dp/train.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -25,14 +22,13 @@
 #include "data/distributed_sampler.h"
 #include "data/worker_info.h"
 #include "examples/rnn_dp/model.h"
-#include "examples/rnn_dp/progress.h"
+#include "examples/common/distributed_job.h"
+#include "examples/common/progress.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/optim/adam.h"
 #include "parallel/data_parallel.h"
-#include "parallel/distributed/init.h"
-#include "parallel/distributed/tcp/process_group_tcp.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/zero_redundancy_optimizer.h"
 
@@ -92,14 +88,10 @@ using Clock = std::chrono::steady_clock;
 using ember::Device;
 using ember::Tensor;
 using Loader = ember::data::DataLoader<WordLangDataset, WordBatchCollate>;
-
-uint64_t epoch_seed(uint64_t seed, int epoch) {
-  // splitmix64 of (seed, epoch): distinct, well-mixed seeds per epoch.
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using Rank = ember_examples::DistributedJob;
+using ember_examples::epoch_seed;
+using ember_examples::ProgressBar;
+using ember_examples::say;
 
 std::string join_devices(const std::vector<Device>& devices) {
   std::string s;
@@ -108,72 +100,6 @@ std::string join_devices(const std::vector<Device>& devices) {
     s += devices[i].str();
   }
   return s;
-}
-
-// printf to `out`, or nothing when it is null (the ranks other than 0 under --ddp).
-[[gnu::format(printf, 2, 3)]] void say(std::FILE* out, const char* f, ...) {
-  if (out == nullptr) return;
-  va_list args;
-  va_start(args, f);
-  std::vfprintf(out, f, args);
-  va_end(args);
-  std::fflush(out);
-}
-
-// --ddp: this process's place in the job.
-struct Rank {
-  std::shared_ptr<ember::parallel::ProcessGroup> group;  // null without --ddp
-  int rank = 0;
-  int world = 1;
-  int local_world = 1;
-  int64_t timeout_ms = 0;
-  bool is_main() const { return rank == 0; }
-  /// Sums `values` over the ranks (a copy of them without --ddp).
-  std::vector<double> sum(std::vector<double> values) const {
-    if (!group || world == 1) return values;
-    Tensor t = ember::from_vector(values);
-    group->all_reduce(t, ember::parallel::ReduceOp::SUM)->wait(timeout_ms);
-    const double* p = t.data_ptr<double>();
-    return std::vector<double>(p, p + values.size());
-  }
-  void barrier() const {
-    if (group && world > 1) group->barrier()->wait(timeout_ms);
-  }
-};
-
-std::string pick_backend(const Options& o, const ember::parallel::DistributedEnv& env) {
-  if (!o.backend.empty()) return o.backend;
-  if (env.under_mpirun) return "mpi";
-  return ember::cuda_device_count() > 0 ? "nccl" : "tcp";
-}
-
-Rank join_job(const Options& o, std::FILE* out) {
-  Rank r;
-  if (!o.ddp) return r;
-  const auto env = ember::parallel::read_distributed_env();
-  EMBER_CHECK_T(ember::ValueError, env.rank && env.world_size,
-                "rnn_dp: --ddp needs a launcher: run it under `ember-run --nproc-per-node N` or `mpirun -np N` "
-                "(or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)");
-  const std::string backend = pick_backend(o, env);
-  ember::parallel::InitOptions io;
-  io.timeout_ms = o.timeout_s * 1000;
-  r.group = ember::parallel::init_process_group(backend, io);
-  r.rank = r.group->rank();
-  r.world = r.group->size();
-  r.local_world = env.local_world_size.value_or(1);
-  r.timeout_ms = io.timeout_ms;
-  // Every rank says who it is (ember-run prefixes the line with the rank): a test or an
-  // operator can find the process of a given rank, and on tcp the address its peers reach.
-  std::string where;
-  if (const auto* tcp = dynamic_cast<const ember::parallel::ProcessGroupTCP*>(r.group.get());
-      tcp != nullptr && !tcp->address().empty())
-    where = ", listening on " + tcp->address();
-  std::fprintf(out, "rnn_dp: rank %d of %d (local rank %d, pid %d), %s backend%s%s\n", r.rank, r.world,
-               env.local_rank.value_or(0), static_cast<int>(::getpid()), backend.c_str(),
-               env.restart_count ? (", restart " + std::to_string(env.restart_count)).c_str() : "",
-               where.c_str());
-  std::fflush(out);
-  return r;
 }
 
 std::string fmt(const char* f, double v) {
@@ -384,13 +310,13 @@ int64_t count_parameters(const ember::nn::Module& m) {
 
 std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   // ---- the job (--ddp), devices and threads --------------------------------------------------
-  const Rank job = join_job(o, out);
+  const Rank job =
+      ember_examples::join_job("rnn_dp", {.ddp = o.ddp, .backend = o.backend, .timeout_s = o.timeout_s}, out);
   std::FILE* info = job.is_main() ? out : nullptr;  // only rank 0 reports (see Note [DDP mode])
   std::vector<Device> devices;
   if (o.ddp) {
     const int gpus = ember::cuda_device_count();
-    const int local_rank = ember::parallel::read_distributed_env().local_rank.value_or(0);
-    devices = {gpus > 0 ? Device::cuda(local_rank % gpus) : Device::cpu(0)};
+    devices = {gpus > 0 ? Device::cuda(job.local_rank % gpus) : Device::cpu(0)};
   } else {
     devices = o.devices.empty() ? ember::parallel::default_data_parallel_devices() : o.devices;
     if (o.single_device) devices.resize(1);

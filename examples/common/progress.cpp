@@ -1,4 +1,4 @@
-#include "examples/rnn_dp/progress.h"
+#include "examples/common/progress.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace rnn_dp {
+namespace ember_examples {
 
 ProgressMode progress_mode_from_string(const std::string& s) {
   if (s == "auto") return ProgressMode::Auto;
@@ -16,8 +16,9 @@ ProgressMode progress_mode_from_string(const std::string& s) {
   EMBER_THROW(ember::ValueError, "--progress: expected auto, tty, lines or none, got '", s, "'");
 }
 
-ProgressBar::ProgressBar(std::string label, size_t total_samples, ProgressMode mode, std::FILE* out)
-    : label_(std::move(label)), total_(std::max<size_t>(1, total_samples)), mode_(mode), out_(out) {
+ProgressBar::ProgressBar(std::string label, size_t total_samples, ProgressMode mode, std::FILE* out, std::string unit)
+    : label_(std::move(label)), total_(std::max<size_t>(1, total_samples)), mode_(mode), out_(out),
+      unit_(std::move(unit)) {
   if (mode_ == ProgressMode::Auto) mode_ = ::isatty(::fileno(out_)) ? ProgressMode::Tty : ProgressMode::Lines;
   start_ = last_draw_ = Clock::now();
 }
@@ -54,13 +55,13 @@ void ProgressBar::draw(bool final_line) {
     const int fill = static_cast<int>(done_ * kWidth / total_);
     std::string bar(static_cast<size_t>(fill), '#');
     bar.append(static_cast<size_t>(kWidth - fill), '.');
-    std::fprintf(out_, "\r%s [%s] %3d%% %zu/%zu  %.0f samples/s  loss %.4f\033[K%s", label_.c_str(), bar.c_str(),
-                 pct, done_, total_, rate, loss_, final_line ? "\n" : "");
+    std::fprintf(out_, "\r%s [%s] %3d%% %zu/%zu  %.0f %s/s  loss %.4f\033[K%s", label_.c_str(), bar.c_str(), pct,
+                 done_, total_, rate, unit_.c_str(), loss_, final_line ? "\n" : "");
   } else {
-    std::fprintf(out_, "%s %3d%% %zu/%zu samples  %.0f samples/s  loss %.4f\n", label_.c_str(), pct, done_, total_,
-                 rate, loss_);
+    std::fprintf(out_, "%s %3d%% %zu/%zu %s  %.0f %s/s  loss %.4f\n", label_.c_str(), pct, done_, total_,
+                 unit_.c_str(), rate, unit_.c_str(), loss_);
   }
   std::fflush(out_);
 }
 
-}  // namespace rnn_dp
+}  // namespace ember_examples

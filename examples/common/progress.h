@@ -1,4 +1,5 @@
-// ProgressBar: one epoch's progress (samples done, samples/s, running loss). On a terminal it
+// ProgressBar: one epoch's progress (samples done, samples/s, running loss; the unit is named by
+// the caller: "samples", "tokens"). On a terminal it
 // redraws one line in place with carriage returns (at most 10 times a second); otherwise (a
 // pipe, a log file, CI) it prints a plain line at every 10% of the epoch. Single-threaded.
 #pragma once
@@ -6,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-namespace rnn_dp {
+namespace ember_examples {
 
 enum class ProgressMode { Auto, Tty, Lines, None };
 
@@ -16,9 +17,9 @@ ProgressMode progress_mode_from_string(const std::string& s);
 class ProgressBar {
  public:
   /// `label` prefixes every line ("epoch 1/3"); `total_samples` > 0. Auto picks Tty when `out`
-  /// is a terminal, else Lines.
+  /// is a terminal, else Lines. `unit` names what is counted.
   ProgressBar(std::string label, size_t total_samples, ProgressMode mode = ProgressMode::Auto,
-              std::FILE* out = stderr);
+              std::FILE* out = stderr, std::string unit = "samples");
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
@@ -36,6 +37,7 @@ class ProgressBar {
   size_t total_;
   ProgressMode mode_;
   std::FILE* out_;
+  std::string unit_;
   Clock::time_point start_;
   Clock::time_point last_draw_;
   size_t done_ = 0;
@@ -44,4 +46,4 @@ class ProgressBar {
   bool finished_ = false;
 };
 
-}  // namespace rnn_dp
+}  // namespace ember_examples

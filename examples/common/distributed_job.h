@@ -1,0 +1,51 @@
+// DistributedJob: an example's place in a --ddp job (rank, world size, process group) and the
+// small collectives its training loop needs (sums of statistics, a barrier), plus say() for
+// reports only rank 0 prints and epoch_seed() for per-epoch seeds. join_job() reads the
+// environment a launcher sets (ember-run, torchrun, mpirun, srun: see
+// parallel/distributed/init.h) and picks the backend. One per process; not thread-safe.
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/distributed/process_group.h"
+
+namespace ember_examples {
+
+struct DistributedJob {
+  std::shared_ptr<ember::parallel::ProcessGroup> group;  // null outside a --ddp job
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  int local_world = 1;
+  int64_t timeout_ms = 0;
+  bool is_main() const { return rank == 0; }
+  /// Sums `values` over the ranks (returns them unchanged outside a job).
+  std::vector<double> sum(std::vector<double> values) const;
+  /// Waits for every rank (nothing outside a job).
+  void barrier() const;
+};
+
+struct JobOptions {
+  bool ddp = false;     // false: a one-process "job" (rank 0 of 1, no group)
+  std::string backend;  // tcp | mpi | nccl; empty: mpi under mpirun, nccl with GPUs, else tcp
+  int64_t timeout_s = 300;
+};
+
+/// Joins the job the launcher started (or returns rank 0 of 1 without --ddp). Every rank prints
+/// "<program>: rank R of W (local rank L, pid P), <backend> backend" to `out` once. Throws
+/// ValueError naming the launchers when --ddp is given outside one, DistributedError when the
+/// rendezvous fails.
+DistributedJob join_job(const std::string& program, const JobOptions& options, std::FILE* out);
+
+/// printf to `out`, or nothing when it is null (the ranks other than 0).
+[[gnu::format(printf, 2, 3)]] void say(std::FILE* out, const char* format, ...);
+
+/// A well-mixed seed for epoch `epoch` of a run seeded with `seed` (splitmix64 of the pair):
+/// epoch e's randomness depends on (seed, e) only, so a resumed run draws what an
+/// uninterrupted one does.
+uint64_t epoch_seed(uint64_t seed, int epoch);
+
+}  // namespace ember_examples

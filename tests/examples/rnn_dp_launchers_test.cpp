@@ -102,7 +102,7 @@ TEST_F(RnnDpLaunchers, TorchrunTwoAndThreeRanksFollowTheSingleProcess) {
   }
 }
 
-// torchrun --max_restarts 1: rank 1 killed in epoch 2; rank 0 fails with DistributedError, the
+// torchrun --max_restarts 1: rank 1 killed in epoch 2; rank 0 fails or is stopped (below), the
 // agent restarts both (TORCHELASTIC_RESTART_COUNT=1: the new round's keys are new keys in the
 // agent's store) and --resume continues from the last checkpoint, ending bit for bit where an
 // uninterrupted ember-run job ends. --monitor_interval 0.2 only makes the agent notice sooner
@@ -121,7 +121,14 @@ TEST_F(RnnDpLaunchers, TorchrunRestartsAfterAKilledRankAndResumesFromTheCheckpoi
   const std::string out = read_file(run.log);
   ASSERT_TRUE(status.has_value()) << "torchrun did not finish:\n" << out;
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << out;
-  EXPECT_NE(out.find("rnn_dp: error: DistributedError: "), std::string::npos) << out;
+  // Rank 0 ends one of two ways, both correct: it notices the lost peer first and fails with a
+  // DistributedError, or torchrun's agent, which polls every 0.2 s, sees rank 1's exit first and
+  // stops rank 0 with SIGTERM ("Sending process <pid> closing signal SIGTERM") before its
+  // collective fails. Which one wins is timing (a loaded machine flips it); either way the
+  // agent restarts both ranks, which is what the rest of this test checks.
+  const bool rank0_failed = out.find("rnn_dp: error: DistributedError: ") != std::string::npos;
+  const bool rank0_stopped = std::regex_search(out, std::regex(R"(Sending process \d+ closing signal SIGTERM)"));
+  EXPECT_TRUE(rank0_failed || rank0_stopped) << out;
   EXPECT_NE(out.find("rank 0 of 2 (local rank 0, pid "), std::string::npos) << out;
   EXPECT_NE(out.find("tcp backend, restart 1"), std::string::npos) << out;
   std::smatch m;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package ember needs. Idempotent: quiet when all are present.
-#   EMBER_SETUP_TORCH=1 also installs python3-torch (the PyTorch peer for parity tests and benchmarks).
+#   EMBER_SETUP_TORCH=1 also installs python3-torch (the PyTorch peer for parity tests and benchmarks)
+#   and libtorch-dev (ember-bench-wordlm's LibTorch C++ peer; about 5 s and 2 MB more, since
+#   python3-torch already brings libtorch1.13).
 set -euo pipefail
 pkgs=(
   build-essential cmake ninja-build pkg-config
@@ -15,7 +17,7 @@ pkgs=(
   slurmctld slurmd slurm-client  # rnn_dp_launchers_test's one-node Slurm (srun; ~5 s of the suite)
   clang libclang-rt-dev          # fuzz/: libFuzzer and the sanitizer runtimes it links (preset fuzz)
 )
-if [ "${EMBER_SETUP_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy); fi
+if [ "${EMBER_SETUP_TORCH:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy libtorch-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

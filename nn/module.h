@@ -171,6 +171,12 @@ class Cloneable : public Module {
   std::shared_ptr<Derived> clone_as(std::optional<Device> device = std::nullopt) const {
     return std::static_pointer_cast<Derived>(clone(device));
   }
+  /// module(x) as in LibTorch: Derived's forward with the same arguments (nn::Linear fc(2, 3);
+  /// fc(x); through a shared_ptr, (*fc)(x); EMBER_MODULE holders add model(x)).
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return static_cast<Derived&>(*this).forward(std::forward<Args>(args)...);
+  }
 
  private:
   std::shared_ptr<Module> clone_impl(std::optional<Device> device) const {

@@ -1,4 +1,4 @@
-// Optimizer: the base of SGD, Adam and AdamW (torch.optim.Optimizer). It owns param groups
+// Optimizer: the base of SGD, Adam, AdamW, RMSprop and Adagrad (torch.optim.Optimizer). It owns param groups
 // (each a list of parameters plus its own hyper-parameters, an OptimizerOptions subclass) and
 // per-parameter state tensors keyed by name ("step", "exp_avg", "momentum_buffer", ...).
 // state_dict() numbers parameters across groups in order, as PyTorch does, so state is keyed by

@@ -63,6 +63,15 @@ TEST(ModuleHolder, CallsForwardAndReachesTheModule) {
   EXPECT_EQ(p.get(), m.get());
 }
 
+TEST(ModuleHolder, EveryCloneableIsCallableLikeLibTorchModules) {
+  Linear fc(3, 2);
+  Tensor x = ones({4, 3});
+  EXPECT_EQ(fc(x).to_vector<float>(), fc.forward(x).to_vector<float>());
+  auto lstm = std::make_shared<LSTM>(3, 5);
+  auto [out, state] = (*lstm)(ones({2, 1, 3}));
+  EXPECT_EQ(out.sizes(), (IntList{2, 1, 5}));
+}
+
 TEST(ModuleHolder, EmptyHolderIsATypedError) {
   Tiny empty(nullptr);
   EXPECT_TRUE(empty.is_empty());

@@ -64,7 +64,6 @@ void check_dtypes(const RnnConfig& c, const std::vector<Tensor>& weights, const 
   const char* name = module_name(c.mode);
   EMBER_CHECK_T(TypeError, x.dtype() == kFloat32 || x.dtype() == kFloat64, name,
                 ": expected a float32 or float64 input, got ", x.dtype());
-  EMBER_CHECK(x.device().is_cpu(), name, ": only CPU tensors are supported in this build, got input on ", x.device());
   for (const Tensor& w : weights) {
     EMBER_CHECK_T(TypeError, w.dtype() == x.dtype() && w.device() == x.device(), name, ": input is ", x.dtype(),
                   " on ", x.device(), " but a parameter is ", w.dtype(), " on ", w.device(),
@@ -207,8 +206,10 @@ std::tuple<PackedSequence, Tensor, Tensor> rnn_forward_packed(const RnnConfig& c
               c.input_size, ", got ", input.data.size(1));
   EMBER_CHECK_T(ValueError, !lstm || h0.defined() == c0.defined(), name,
                 ": expected both h0 and c0 or neither, got only ", h0.defined() ? "h0" : "c0");
-  EMBER_CHECK_T(ValueError, input.batch_sizes.dim() == 1 && input.batch_sizes.device().is_cpu(), name,
-                ": batch_sizes must be a 1-D CPU tensor, got ", input.batch_sizes.sizes());
+  // batch_sizes are host metadata, read with one copy from whichever device they are on.
+  EMBER_CHECK_T(ValueError, input.batch_sizes.dim() == 1 && !input.batch_sizes.is_floating_point(), name,
+                ": batch_sizes must be a 1-D integer tensor, got ", input.batch_sizes.sizes(), " ",
+                input.batch_sizes.dtype());
   auto steps = PackedSteps::make(int64_values(input.batch_sizes));
   EMBER_CHECK_T(ValueError, steps->num_rows == input.data.size(0), name, ": batch_sizes sum to ", steps->num_rows,
                 " but the packed data has ", input.data.size(0), " rows");

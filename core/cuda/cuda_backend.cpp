@@ -124,6 +124,14 @@ CudaKernels g_kernels{
     .multi_tensor_sgd = &multi_tensor_sgd,
     .multi_tensor_norm = &multi_tensor_norm,
     .multi_tensor_scale = &multi_tensor_scale,
+    .gather_rows = &gather_rows,
+    .embedding_forward = &embedding_forward,
+    .embedding_backward_scratch_bytes = &embedding_backward_scratch_bytes,
+    .embedding_backward = &embedding_backward,
+    .layer_norm_forward = &layer_norm_forward,
+    .layer_norm_backward = &layer_norm_backward,
+    .rnn_cell_f32 = &rnn_cell_f32,
+    .rnn_cell_f64 = &rnn_cell_f64,
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "core/kernels/optim.h"
 #include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
+#include "core/kernels/rnn_cell.h"
 #include "core/kernels/softmax.h"
 
 namespace ember::cuda {
@@ -58,5 +59,23 @@ void multi_tensor_sgd(DType dtype, const kernels::SgdArgs& a, bool has_buf, cons
                       int64_t n, int device_index);
 void multi_tensor_scale(const kernels::MultiTensorEntry* entries, int64_t n, double scale, int device_index);
 double multi_tensor_norm(const kernels::MultiTensorEntry* entries, int64_t n, double p, int device_index);
+
+// nn_layers.cu and rnn_cell.cu (contracts: core/ops/detail/plan.h).
+void gather_rows(DType dtype, const int64_t* index, int64_t out_rows, int64_t cols, const void* src, const void* fill,
+                 void* out, int device_index);
+void embedding_forward(DType dtype, const int64_t* idx, int64_t n, int64_t dim, const void* w, void* out,
+                       int device_index);
+size_t embedding_backward_scratch_bytes(int64_t n, int64_t num_weights, int device_index);
+void embedding_backward(DType dtype, const int64_t* idx, int64_t n, int64_t num_weights, int64_t dim,
+                        int64_t padding_idx, const void* g, void* gw, void* scratch, size_t scratch_bytes,
+                        int device_index);
+void layer_norm_forward(DType dtype, const void* x, const void* w, const void* b, void* y, double* mean, double* rstd,
+                        int64_t M, int64_t N, double eps, int device_index);
+void layer_norm_backward(DType dtype, const void* g, const void* x, const void* w, const double* mean,
+                         const double* rstd, int64_t M, int64_t N, void* gx, void* gw, void* gb, int device_index);
+void rnn_cell_f32(kernels::CellKind kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
+                  int device_index);
+void rnn_cell_f64(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
+                  int device_index);
 
 }  // namespace ember::cuda

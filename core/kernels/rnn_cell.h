@@ -1,12 +1,14 @@
 // The pointwise math of the recurrent cells (LSTM, GRU, tanh/ReLU RNN), once, as host/device
 // functions of one hidden unit: the CPU row kernels (core/kernels/cpu/rnn_cell.cpp) call them
-// in loops that vectorize, a CUDA kernel calls them per thread. `M` supplies sigmoid and tanh
+// in loops that vectorize, a CUDA kernel calls them per thread (CellForwardF / CellBackwardF
+// below, one work item per (row, hidden unit)). `M` supplies sigmoid and tanh
 // (the CPU's float32 approximations, libm for float64, the device's own on CUDA). CellStep is
 // the plain-data view of one time step's buffers (Note [RNN step buffers] in
 // core/kernels/cpu/rnn_layer.cpp says what each holds).
 #pragma once
 #include <cstdint>
 
+#include "core/kernels/math.h"
 #include "core/macros.h"
 
 namespace ember::kernels {
@@ -103,5 +105,102 @@ template <typename T>
 EMBER_HOST_DEVICE EMBER_FORCE_INLINE T rnn_backward_unit(T a, T dh, bool relu) {
   return relu ? (a > T(0) ? dh : T(0)) : dh * (T(1) - a * a);
 }
+
+// ---- per-element functors of one time step (the GPU path) ------------------------------------------
+
+/// The cell of a layer; the order of native::RnnMode (core/ops/rnn.cpp checks it).
+enum class CellKind : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };
+
+/// sigmoid and tanh in T from the device's (or libm's) exp and tanh.
+struct CellMath {
+  template <typename T>
+  EMBER_HOST_DEVICE static T sigmoid(T x) { return T(1) / (T(1) + k_exp(-x)); }
+  template <typename T>
+  EMBER_HOST_DEVICE static T tanh(T x) { return k_tanh(x); }
+};
+
+/// Forward of one step over rows * H items (row j = e / H, unit k = e % H), writing what the
+/// CPU row kernels write (Note [RNN step buffers] in core/kernels/cpu/rnn_layer.cpp): the
+/// activated gates in place, LSTM's c entering the step and tanh of the new c, the new state
+/// h (and c) and the output row.
+template <typename T, typename M = CellMath>
+struct CellForwardF {
+  CellStep<T> s;
+  CellKind kind;
+  EMBER_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t H = s.hidden, j = e / H, k = e - j * H, u = j * H + k;
+    T h_new;
+    switch (kind) {
+      case CellKind::kLstm: {
+        T* g = s.gates + j * 4 * H + k;
+        T i = g[0], f = g[H], gg = g[2 * H], o = g[3 * H], c = s.c[u], t;
+        s.cprev[u] = c;
+        h_new = lstm_forward_unit<T, M>(i, f, gg, o, c, t);
+        g[0] = i;
+        g[H] = f;
+        g[2 * H] = gg;
+        g[3 * H] = o;
+        s.tanhc[u] = t;
+        s.c[u] = c;
+        break;
+      }
+      case CellKind::kGru: {
+        T* g = s.gates + j * 3 * H + k;
+        const T* gh = s.gh + j * 3 * H + k;
+        T r = g[0], z = g[H], n = g[2 * H];
+        h_new = gru_forward_unit<T, M>(r, z, n, gh[0], gh[H], gh[2 * H], s.h[u]);
+        g[0] = r;
+        g[H] = z;
+        g[2 * H] = n;
+        break;
+      }
+      default: {
+        T* g = s.gates + u;
+        h_new = rnn_forward_unit<T, M>(*g, kind == CellKind::kRnnRelu);
+        *g = h_new;
+        break;
+      }
+    }
+    s.h[u] = h_new;
+    s.y[j * s.ldy + k] = h_new;
+  }
+};
+
+/// Backward of one step over rows * H items: dh (+ dy) and, for LSTM, dc to the pre-activation
+/// gradients; dh ends as the GRU's direct path d * z (the caller's GEMM adds dgh W_hh; for LSTM
+/// and RNN the GEMM overwrites dh), dc as the gradient of c entering the step.
+template <typename T>
+struct CellBackwardF {
+  CellStep<T> s;
+  CellKind kind;
+  EMBER_HOST_DEVICE void operator()(int64_t e) const {
+    const int64_t H = s.hidden, j = e / H, k = e - j * H, u = j * H + k;
+    T d = s.dh[u];
+    if (s.dy != nullptr) d += s.dy[j * s.ldy + k];
+    switch (kind) {
+      case CellKind::kLstm: {
+        const T* g = s.gates + j * 4 * H + k;
+        T* dg = s.dgates + j * 4 * H + k;
+        T dc = s.dc[u];
+        lstm_backward_unit<T>(g[0], g[H], g[2 * H], g[3 * H], s.cprev[u], s.tanhc[u], d, dc, dg[0], dg[H], dg[2 * H],
+                              dg[3 * H]);
+        s.dc[u] = dc;
+        break;
+      }
+      case CellKind::kGru: {
+        const T* g = s.gates + j * 3 * H + k;
+        T* dg = s.dgates + j * 3 * H + k;
+        T* dgh = s.dgh + j * 3 * H + k;
+        gru_backward_unit<T>(g[0], g[H], g[2 * H], s.gh[j * 3 * H + 2 * H + k], s.hprev[u], d, dg[0], dg[H], dg[2 * H],
+                             dgh[0], dgh[H], dgh[2 * H]);
+        break;
+      }
+      default:
+        s.dgates[u] = rnn_backward_unit<T>(s.gates[u], d, kind == CellKind::kRnnRelu);
+        break;
+    }
+    s.dh[u] = d;
+  }
+};
 
 }  // namespace ember::kernels

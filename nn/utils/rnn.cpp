@@ -93,7 +93,8 @@ Tensor invert_permutation(const Tensor& permutation) {
 }
 
 PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths, bool batch_first, bool enforce_sorted) {
-  EMBER_CHECK_T(ValueError, lengths.defined() && lengths.dim() == 1 && lengths.device().is_cpu() && !lengths.is_floating_point(),
+  // lengths are host metadata: a tensor on any device is read with one copy (to_vector).
+  EMBER_CHECK_T(ValueError, lengths.defined() && lengths.dim() == 1 && !lengths.is_floating_point(),
               "'lengths' argument should be a 1D CPU int64 tensor, but got ", lengths.defined() ? lengths.dim() : 0,
               "D ", !lengths.defined() || lengths.device().is_cpu() ? "cpu" : "cuda", " ",
               lengths.defined() ? torch_type_name(lengths.dtype()) : "undefined", " tensor");
@@ -161,9 +162,10 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
                 "pad_packed_sequence: the PackedSequence has no data");
   const Tensor& data = sequence.data;
   EMBER_CHECK_T(ValueError, data.dim() >= 1, "pad_packed_sequence: expected data of shape [N, *], got ", data.sizes());
-  EMBER_CHECK_T(ValueError, sequence.batch_sizes.dim() == 1 && sequence.batch_sizes.device().is_cpu(),
-                "pad_packed_sequence: batch_sizes should always be on CPU and 1-D, got ", sequence.batch_sizes.dim(),
-                "-D on ", sequence.batch_sizes.device());
+  // batch_sizes are host metadata; one moved to a device (a nested to()) is read with one copy.
+  EMBER_CHECK_T(ValueError, sequence.batch_sizes.dim() == 1 && !sequence.batch_sizes.is_floating_point(),
+                "pad_packed_sequence: batch_sizes should be a 1-D integer tensor, got ", sequence.batch_sizes.dim(),
+                "-D ", sequence.batch_sizes.dtype(), " on ", sequence.batch_sizes.device());
   std::vector<int64_t> bs = to_int64_vector(sequence.batch_sizes);
   EMBER_CHECK_T(ValueError, !bs.empty(), "pad_packed_sequence: batch_sizes is empty");
   std::vector<int64_t> offs = step_offsets(bs, data.size(0), "pad_packed_sequence");

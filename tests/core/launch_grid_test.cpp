@@ -23,6 +23,7 @@
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 #include "core/ops/random.h"
+#include "tests/support/launch_grid.h"
 
 namespace ember {
 namespace {
@@ -30,17 +31,9 @@ using kernels::element_kernel;
 using kernels::emulate_launch;
 using kernels::launch_config_1d;
 
-// Grids that cover the work in one pass, in several passes (grid-stride) and with one thread.
-struct Grid {
-  unsigned threads;
-  int64_t max_blocks;
-};
-const Grid kGrids[] = {{256, kernels::kMaxLaunchBlocks}, {32, 2}, {7, 3}, {1, 1}};
-
-template <typename F>
-void run_emulated(const F& f, int64_t n, const Grid& grid) {
-  emulate_launch(launch_config_1d("test", n, grid.threads, grid.max_blocks), element_kernel(f, n));
-}
+using test_support::Grid;
+using test_support::kGrids;
+using test_support::run_emulated;
 
 // Records every i a launch hands out.
 struct CountF {

@@ -5,38 +5,18 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/kernels/layer_norm.h"
 #include "core/thread_pool.h"
 
 namespace ember::kernels::cpu {
 namespace {
 
-constexpr int64_t kLayerNormBlockRows = 64;  // fixed partition: weight/bias gradients are thread-count independent
-
 template <typename T>
 void layer_norm_forward_kernel(const T* x, const T* w, const T* b, T* y, double* mean, double* rstd, int64_t M,
                                int64_t N, double eps) {
+  const LayerNormForwardRowF<T> row{x, w, b, y, mean, rstd, N, eps};
   parallel_for(0, M, std::max<int64_t>(1, 8192 / std::max<int64_t>(N, 1)), [&](int64_t rb, int64_t re) {
-    for (int64_t i = rb; i < re; ++i) {
-      const T* xi = x + i * N;
-      double s = 0.0;
-      for (int64_t j = 0; j < N; ++j) s += static_cast<double>(xi[j]);
-      double mu = s / static_cast<double>(N);
-      double v = 0.0;
-      for (int64_t j = 0; j < N; ++j) {
-        double d = static_cast<double>(xi[j]) - mu;
-        v += d * d;
-      }
-      double r = 1.0 / std::sqrt(v / static_cast<double>(N) + eps);
-      mean[i] = mu;
-      rstd[i] = r;
-      T* yi = y + i * N;
-      for (int64_t j = 0; j < N; ++j) {
-        double h = (static_cast<double>(xi[j]) - mu) * r;
-        if (w) h *= static_cast<double>(w[j]);
-        if (b) h += static_cast<double>(b[j]);
-        yi[j] = static_cast<T>(h);
-      }
-    }
+    for (int64_t i = rb; i < re; ++i) row(i);
   });
 }
 
@@ -45,6 +25,7 @@ void layer_norm_backward_kernel(const T* g, const T* x, const T* w, const double
                                 int64_t N, T* gx, T* gw, T* gb) {
   const int64_t nblocks = (M + kLayerNormBlockRows - 1) / kLayerNormBlockRows;
   const bool need_wb = gw || gb;
+  const LayerNormBackwardRowF<T> gx_row{g, x, w, mean, rstd, N, gx};
   std::vector<double> pw(need_wb ? static_cast<size_t>(nblocks * N) : 0), pb(pw.size());
   parallel_for(0, nblocks, 1, [&](int64_t bb, int64_t be) {
     for (int64_t blk = bb; blk < be; ++blk) {
@@ -62,21 +43,7 @@ void layer_norm_backward_kernel(const T* g, const T* x, const T* w, const double
             bbias[j] += gj;
           }
         }
-        if (!gx) continue;
-        double a = 0.0, c = 0.0;
-        for (int64_t j = 0; j < N; ++j) {
-          double gj = static_cast<double>(gi[j]) * (w ? static_cast<double>(w[j]) : 1.0);
-          a += gj;
-          c += gj * (static_cast<double>(xi[j]) - mu) * r;
-        }
-        a /= static_cast<double>(N);
-        c /= static_cast<double>(N);
-        T* gxi = gx + i * N;
-        for (int64_t j = 0; j < N; ++j) {
-          double gj = static_cast<double>(gi[j]) * (w ? static_cast<double>(w[j]) : 1.0);
-          double h = (static_cast<double>(xi[j]) - mu) * r;
-          gxi[j] = static_cast<T>(r * (gj - a - h * c));
-        }
+        if (gx) gx_row(i);
       }
     }
   });

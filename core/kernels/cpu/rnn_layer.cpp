@@ -7,6 +7,7 @@
 
 #include "core/kernels/cpu/packed_gemm.h"
 #include "core/kernels/cpu/rnn_cell.h"
+#include "core/ops/detail/rnn_stepwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/thread_pool.h"
@@ -156,16 +157,7 @@ void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d,
         native::addmm_out(g, native::narrow(h, 0, 0, b), w_hh_t, 1.0, 1.0);
       }
     }
-    CellStep<T> cs;
-    cs.hidden = H;
-    cs.gates = ptr<T>(sv.gates) + off * GH;
-    cs.gh = sv.gh.defined() ? ptr<T>(sv.gh) + off * GH : nullptr;
-    cs.cprev = sv.cprev.defined() ? ptr<T>(sv.cprev) + off * H : nullptr;
-    cs.tanhc = sv.tanhc.defined() ? ptr<T>(sv.tanhc) + off * H : nullptr;
-    cs.y = ptr<T>(y) + off * s.D * H + d * H;
-    cs.ldy = s.D * H;
-    cs.h = hp;
-    cs.c = cp;
+    const CellStep<T> cs = native::detail::forward_cell_step<T>(sv, off, d, s.D, H, y, hp, cp);
     switch (s.mode) {
       case RnnMode::kLstm: for_rows(b, GH, [&](int64_t j0, int64_t j1) { lstm_forward_rows(cs, j0, j1); }); break;
       case RnnMode::kGru: for_rows(b, GH, [&](int64_t j0, int64_t j1) { gru_forward_rows(cs, j0, j1); }); break;
@@ -221,19 +213,8 @@ std::vector<Tensor> backward_all(const LayerShape& s, const PackedSteps& steps, 
       const int64_t t = reverse ? T_steps - 1 - i : i;
       const int64_t b = steps.batch_sizes[static_cast<size_t>(t)];
       const int64_t off = steps.offsets[static_cast<size_t>(t)];
-      CellStep<T> cs;
-      cs.hidden = H;
-      cs.gates = ptr<T>(sv.gates) + off * GH;
-      cs.gh = gru ? ptr<T>(sv.gh) + off * GH : nullptr;
-      cs.hprev = ptr<T>(sv.hprev) + off * H;
-      cs.cprev = lstm ? ptr<T>(sv.cprev) + off * H : nullptr;
-      cs.tanhc = lstm ? ptr<T>(sv.tanhc) + off * H : nullptr;
-      cs.dy = dy.defined() ? ptr<T>(dy) + off * D * H + d * H : nullptr;
-      cs.ldy = D * H;
-      cs.dh = ptr<T>(dh);
-      cs.dc = lstm ? ptr<T>(dc) : nullptr;
-      cs.dgates = ptr<T>(dg) + off * GH;
-      cs.dgh = gru ? ptr<T>(dgh) + off * GH : nullptr;
+      const CellStep<T> cs =
+          native::detail::backward_cell_step<T>(sv, off, d, D, H, dy, dh, dc, dg, gru ? dgh : Tensor());
       switch (s.mode) {
         case RnnMode::kLstm: for_rows(b, GH, [&](int64_t j0, int64_t j1) { lstm_backward_rows(cs, j0, j1); }); break;
         case RnnMode::kGru: for_rows(b, GH, [&](int64_t j0, int64_t j1) { gru_backward_rows(cs, j0, j1); }); break;
@@ -252,22 +233,8 @@ std::vector<Tensor> backward_all(const LayerShape& s, const PackedSteps& steps, 
         native::addmm_out(dh_active, native::narrow(dgh, 0, off, b), w_hh, gru ? 1.0 : 0.0, 1.0);
       }
     }
-    const size_t base = 3 + 4 * static_cast<size_t>(d);
-    if (needs[base + 0]) out[base + 0] = native::mm(native::t(dg), x);
-    if (needs[base + 1]) out[base + 1] = native::mm(native::t(dgh), sv.hprev);
-    if (needs[base + 2]) out[base + 2] = column_sum<T>(dg);
-    if (needs[base + 3]) {
-      // LSTM and plain RNNs add both biases to the same gates: one sum, two gradients.
-      out[base + 3] = gru ? column_sum<T>(dgh)
-                          : (out[base + 2].defined() ? native::clone(out[base + 2]) : column_sum<T>(dgh));
-    }
-    if (needs[0]) {
-      if (!dx.defined()) {
-        dx = native::mm(dg, w_ih);
-      } else {
-        native::addmm_out(dx, dg, w_ih, 1.0, 1.0);
-      }
-    }
+    native::detail::rnn_direction_gradients(s.mode, dg, dgh, x, sv.hprev, w_ih, needs,
+                                            3 + 4 * static_cast<size_t>(d), &column_sum<T>, out, dx);
   }
   out[0] = dx;
   if (needs[1]) out[1] = dh0;

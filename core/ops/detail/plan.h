@@ -11,6 +11,7 @@
 #include "core/kernels/optim.h"
 #include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
+#include "core/kernels/rnn_cell.h"
 #include "core/kernels/softmax.h"
 #include "core/tensor.h"
 
@@ -89,6 +90,36 @@ struct CudaKernels {
   double (*multi_tensor_norm)(const kernels::MultiTensorEntry* entries, int64_t n, double p, int device_index);
   /// list 0 *= scale (kernels::ScaleMultiF).
   void (*multi_tensor_scale)(const kernels::MultiTensorEntry* entries, int64_t n, double scale, int device_index);
+
+  // nn layers (core/ops/nn_layers.cpp, core/ops/rnn_stepwise.cpp; functors in core/kernels/
+  // gather_rows.h, embedding.h, layer_norm.h, rnn_cell.h).
+  /// out row i (of cols elements) = src row index[i], or *fill where index[i] == -1; any dtype;
+  /// index: out_rows device int64 entries in [-1, src rows); fill: one element of dtype.
+  void (*gather_rows)(DType dtype, const int64_t* index, int64_t out_rows, int64_t cols, const void* src,
+                      const void* fill, void* out, int device_index);
+  /// out [n, dim] = rows idx (checked, contiguous int64) of w [num, dim] (contiguous); any dtype.
+  void (*embedding_forward)(DType dtype, const int64_t* idx, int64_t n, int64_t dim, const void* w, void* out,
+                            int device_index);
+  /// Device scratch embedding_backward needs for n indices into num_weights rows.
+  size_t (*embedding_backward_scratch_bytes)(int64_t n, int64_t num_weights, int device_index);
+  /// gw [num_weights, dim] (zeroed) gets the rows of g [n, dim] summed per index in position
+  /// order, deterministically (Note [Deterministic embedding backward] in core/kernels/
+  /// embedding.h); the padding_idx row (-1: none) is left alone. float32/64.
+  void (*embedding_backward)(DType dtype, const int64_t* idx, int64_t n, int64_t num_weights, int64_t dim,
+                             int64_t padding_idx, const void* g, void* gw, void* scratch, size_t scratch_bytes,
+                             int device_index);
+  /// layer_norm over contiguous [M, N] rows (w, b may be null); mean/rstd [M] float64. float32/64.
+  void (*layer_norm_forward)(DType dtype, const void* x, const void* w, const void* b, void* y, double* mean,
+                             double* rstd, int64_t M, int64_t N, double eps, int device_index);
+  /// Any of gx, gw, gb may be null (not wanted).
+  void (*layer_norm_backward)(DType dtype, const void* g, const void* x, const void* w, const double* mean,
+                              const double* rstd, int64_t M, int64_t N, void* gx, void* gw, void* gb,
+                              int device_index);
+  /// One time step's pointwise cell (forward or backward) over rows * s.hidden items.
+  void (*rnn_cell_f32)(kernels::CellKind kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
+                       int device_index);
+  void (*rnn_cell_f64)(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
+                       int device_index);
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);

@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "core/detail/checked_math.h"
 #include "nn/detail/gather_rows.h"
 
 namespace ember::nn {
@@ -40,11 +41,12 @@ Tensor permute_batch(const Tensor& state, const Tensor& permutation) {
   EMBER_CHECK_T(ValueError, static_cast<int64_t>(perm.size()) == batch, "rnn: the permutation has ", perm.size(),
                 " entries for a batch of ", batch);
   auto map = std::make_shared<RowMap>();
-  map->index.resize(static_cast<size_t>(layers * batch));
+  ember::detail::translate_bad_alloc("RNN", ember::detail::host_bytes(static_cast<uint64_t>(layers * batch), sizeof(int64_t)),
+                                     [&] { map->index.resize(static_cast<size_t>(layers * batch)); });
   for (int64_t l = 0; l < layers; ++l) {
     for (int64_t j = 0; j < batch; ++j) map->index[static_cast<size_t>(l * batch + j)] = l * batch + perm[static_cast<size_t>(j)];
   }
-  map->compute_inverse(layers * batch);
+  map->compute_inverse(layers * batch, "RNN");
   return gather_rows(state, map, state.sizes());
 }
 

@@ -1,5 +1,8 @@
 #include "core/detail/checked_math.h"
 
+#include <sys/resource.h>
+#include <sys/sysinfo.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -23,8 +26,10 @@ namespace ember::detail {
 //     because they are bounded by its numel;
 //   - host buffers whose size follows a tensor shape (std::vector index maps) are allocated
 //     inside translate_bad_alloc, so a shape too large to exist is OutOfMemoryError, never
-//     std::bad_alloc; device memory comes from the caching allocator, which throws
-//     OutOfMemoryError itself.
+//     std::bad_alloc; a size above the machine's memory and swap is refused before it is tried
+//     (ASan's operator new aborts rather than throw, so such an allocation must never be
+//     attempted: pad_packed_sequence(total_length = 2^40) once asked for a 32 TiB vector);
+//     tensor memory comes from the caching allocator, which throws OutOfMemoryError itself.
 
 namespace {
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -66,6 +71,21 @@ std::vector<int64_t> checked_contiguous_strides(const std::vector<int64_t>& size
 uint64_t checked_nbytes(const std::vector<int64_t>& sizes, uint64_t element_size, const char* op) {
   int64_t n = checked_numel(sizes, op);
   return static_cast<uint64_t>(checked_mul(n, static_cast<int64_t>(element_size), op, sizes, "the byte count"));
+}
+
+uint64_t host_memory_limit() {
+  static const uint64_t limit = [] {
+    uint64_t bytes = std::numeric_limits<uint64_t>::max();
+    struct sysinfo si {};
+    if (sysinfo(&si) == 0) {
+      const uint64_t unit = si.mem_unit ? si.mem_unit : 1;
+      bytes = host_bytes(static_cast<uint64_t>(si.totalram) + static_cast<uint64_t>(si.totalswap), unit);
+    }
+    struct rlimit rl {};
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) bytes = std::min<uint64_t>(bytes, rl.rlim_cur);
+    return bytes;
+  }();
+  return limit;
 }
 
 void throw_host_oom(const char* op, uint64_t num_bytes, const char* why) {

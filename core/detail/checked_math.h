@@ -50,10 +50,26 @@ uint64_t checked_nbytes(const std::vector<int64_t>& sizes, uint64_t element_size
 /// Throws OutOfMemoryError: "<op>: cannot allocate <num_bytes> bytes of host memory (<why>)".
 [[noreturn]] void throw_host_oom(const char* op, uint64_t num_bytes, const char* why);
 
-/// Runs f(); a std::bad_alloc or std::length_error from it (a std::vector asked for more than can
-/// exist) becomes OutOfMemoryError naming `op` and the `num_bytes` it needed.
+/// count * element_size, saturating at UINT64_MAX: the byte count of a host buffer of `count`
+/// elements, for translate_bad_alloc's size check (never wraps to a small number).
+inline uint64_t host_bytes(uint64_t count, uint64_t element_size) {
+  uint64_t r;
+  return __builtin_mul_overflow(count, element_size, &r) ? ~uint64_t{0} : r;
+}
+
+/// The most bytes one host allocation can hold: this machine's RAM plus swap, or the address-space
+/// limit (RLIMIT_AS) when that is lower. Read once; thread-safe.
+uint64_t host_memory_limit();
+
+/// Runs f() to make a host buffer of `num_bytes` whose size follows a tensor shape. A size above
+/// host_memory_limit() is refused first, without trying (an allocation that cannot exist must not
+/// be attempted: under ASan operator new aborts the process instead of throwing); a
+/// std::bad_alloc or std::length_error from f() becomes OutOfMemoryError too. Both name `op`
+/// and `num_bytes`.
 template <typename F>
 decltype(auto) translate_bad_alloc(const char* op, uint64_t num_bytes, F&& f) {
+  if (num_bytes > host_memory_limit()) [[unlikely]]
+    throw_host_oom(op, num_bytes, "more than this machine's memory and swap");
   try {
     return std::forward<F>(f)();
   } catch (const std::bad_alloc&) {

@@ -1,14 +1,16 @@
 #include "nn/detail/gather_rows.h"
 
 #include "autograd/node.h"
+#include "core/detail/checked_math.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::nn::detail {
 
-void RowMap::compute_inverse(int64_t num_src_rows) {
-  inverse.assign(static_cast<size_t>(num_src_rows), -1);
+void RowMap::compute_inverse(int64_t num_src_rows, const char* op) {
+  ember::detail::translate_bad_alloc(op, ember::detail::host_bytes(static_cast<uint64_t>(num_src_rows), sizeof(int64_t)),
+                                     [&] { inverse.assign(static_cast<size_t>(num_src_rows), -1); });
   for (size_t i = 0; i < index.size(); ++i) {
     int64_t r = index[i];
     if (r < 0) continue;

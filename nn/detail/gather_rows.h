@@ -17,7 +17,8 @@ struct RowMap {
   std::vector<int64_t> index;
   std::vector<int64_t> inverse;
   /// Fills `inverse` (over `num_src_rows` rows) from `index`; internal error unless injective.
-  void compute_inverse(int64_t num_src_rows);
+  /// OutOfMemoryError naming `op` when `num_src_rows` entries cannot exist in host memory.
+  void compute_inverse(int64_t num_src_rows, const char* op);
 };
 
 /// Views src as [map->inverse.size(), C] and returns the rows map->index picks, shaped

@@ -15,6 +15,7 @@ namespace ember::nn::utils::rnn {
 using nn::detail::gather_rows;
 using nn::detail::RowMap;
 using ember::detail::checked_mul;
+using ember::detail::host_bytes;
 using ember::detail::translate_bad_alloc;
 
 namespace {
@@ -135,9 +136,15 @@ PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64
   EMBER_CHECK_T(ValueError, max_len <= in_steps, "pack_padded_sequence: the longest length (", max_len,
                 ") exceeds the input's time dimension of size ", in_steps, " (input shape ", input.sizes(), ")");
 
-  std::vector<int64_t> batch_sizes(static_cast<size_t>(max_len));
+  // Host buffers sized from the input's shape, which may be an expanded view of far more rows
+  // than exist in memory: checked before they are made (Note [Checked shape arithmetic]).
+  const int64_t num_packed = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});  // <= input.numel()
+  std::vector<int64_t> batch_sizes;
   auto map = std::make_shared<RowMap>();
-  map->index.reserve(static_cast<size_t>(std::accumulate(lengths.begin(), lengths.end(), int64_t{0})));
+  translate_bad_alloc("pack_padded_sequence", host_bytes(static_cast<uint64_t>(max_len) + num_packed, sizeof(int64_t)), [&] {
+    batch_sizes.resize(static_cast<size_t>(max_len));
+    map->index.reserve(static_cast<size_t>(num_packed));
+  });
   for (int64_t t = 0, active = batch_size; t < max_len; ++t) {
     while (lengths[static_cast<size_t>(active - 1)] <= t) --active;
     batch_sizes[static_cast<size_t>(t)] = active;
@@ -146,7 +153,7 @@ PackedSequence pack_padded_sequence(const Tensor& input, const std::vector<int64
       map->index.push_back(batch_first ? b * in_steps + t : t * batch_size + b);
     }
   }
-  map->compute_inverse(in_steps * batch_size);
+  map->compute_inverse(in_steps * batch_size, "pack_padded_sequence");
 
   IntList out_sizes{static_cast<int64_t>(map->index.size())};
   out_sizes.insert(out_sizes.end(), input.sizes().begin() + 2, input.sizes().end());
@@ -183,6 +190,11 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
   out_sizes.insert(out_sizes.end(), data.sizes().begin() + 1, data.sizes().end());
   (void)ember::detail::checked_nbytes(out_sizes, data.element_size(), "pad_packed_sequence");
   const int64_t out_rows = checked_mul(max_seq_length, batch_size, "pad_packed_sequence", out_sizes);
+  // The row map (out_rows entries) is the largest host buffer here; every other one (batch_size
+  // entries, data.size(0) <= out_rows for the inverse) is smaller, so it is made and checked first.
+  auto map = std::make_shared<RowMap>();
+  translate_bad_alloc("pad_packed_sequence", host_bytes(static_cast<uint64_t>(out_rows), sizeof(int64_t)),
+                      [&] { map->index.assign(static_cast<size_t>(out_rows), -1); });
   // Original batch element b sits at sorted position unsorted[b].
   std::vector<int64_t> unsorted(static_cast<size_t>(batch_size));
   std::iota(unsorted.begin(), unsorted.end(), 0);
@@ -190,10 +202,14 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
     unsorted = to_int64_vector(sequence.unsorted_indices);
     EMBER_CHECK_T(ValueError, static_cast<int64_t>(unsorted.size()) == batch_size,
                   "pad_packed_sequence: unsorted_indices has ", unsorted.size(), " entries for a batch of ", batch_size);
+    std::vector<bool> seen(static_cast<size_t>(batch_size), false);
+    for (int64_t j : unsorted) {
+      EMBER_CHECK_T(ValueError, j >= 0 && j < batch_size && !seen[static_cast<size_t>(j)],
+                    "pad_packed_sequence: unsorted_indices must be a permutation of 0..", batch_size - 1, ", got ",
+                    unsorted);
+      seen[static_cast<size_t>(j)] = true;
+    }
   }
-  auto map = std::make_shared<RowMap>();
-  translate_bad_alloc("pad_packed_sequence", static_cast<uint64_t>(out_rows) * sizeof(int64_t),
-                      [&] { map->index.assign(static_cast<size_t>(out_rows), -1); });
   std::vector<int64_t> lengths(static_cast<size_t>(batch_size), 0);
   for (int64_t b = 0; b < batch_size; ++b) {
     int64_t j = unsorted[static_cast<size_t>(b)];
@@ -204,7 +220,7 @@ std::pair<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, bo
       ++lengths[static_cast<size_t>(b)];
     }
   }
-  map->compute_inverse(data.size(0));
+  map->compute_inverse(data.size(0), "pad_packed_sequence");
   Tensor padded = gather_rows(data, map, out_sizes, padding_value);
   return {std::move(padded), int64_tensor(lengths)};
 }
@@ -233,7 +249,7 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, doub
   (void)ember::detail::checked_nbytes(out_sizes, first.element_size(), "pad_sequence");
   const int64_t out_rows = checked_mul(max_len, batch_size, "pad_sequence", out_sizes);
   auto map = std::make_shared<RowMap>();
-  translate_bad_alloc("pad_sequence", static_cast<uint64_t>(out_rows) * sizeof(int64_t),
+  translate_bad_alloc("pad_sequence", host_bytes(static_cast<uint64_t>(out_rows), sizeof(int64_t)),
                       [&] { map->index.assign(static_cast<size_t>(out_rows), -1); });
   int64_t row = 0;
   for (int64_t b = 0; b < batch_size; ++b) {
@@ -241,7 +257,7 @@ Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, doub
       map->index[static_cast<size_t>(batch_first ? b * max_len + t : t * batch_size + b)] = row;
     }
   }
-  map->compute_inverse(row);
+  map->compute_inverse(row, "pad_sequence");
   Tensor all = sequences.size() == 1 ? sequences[0] : cat(sequences, 0);
   return gather_rows(all, map, out_sizes, padding_value);
 }

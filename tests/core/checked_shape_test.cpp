@@ -178,5 +178,17 @@ TEST(CheckedMath, HelpersReportOverflowAndTranslateBadAlloc) {
   EXPECT_EQ(detail::translate_bad_alloc("t", 1, [] { return 5; }), 5);
 }
 
+// Issue 19, item 2: under ASan, operator new of a size that cannot exist aborts instead of
+// throwing, so translate_bad_alloc must refuse such a size without calling f at all.
+TEST(CheckedMath, HostBufferLargerThanMemoryIsRefusedWithoutTrying) {
+  const uint64_t limit = detail::host_memory_limit();
+  EXPECT_GT(limit, uint64_t{1} << 20);
+  bool tried = false;
+  EXPECT_THROW(detail::translate_bad_alloc("t", limit + 1, [&] { tried = true; }), OutOfMemoryError);
+  EXPECT_FALSE(tried);
+  EXPECT_EQ(detail::host_bytes(uint64_t{1} << 62, 8), ~uint64_t{0});  // saturates, never wraps
+  EXPECT_EQ(detail::host_bytes(3, 8), 24u);
+}
+
 }  // namespace
 }  // namespace ember

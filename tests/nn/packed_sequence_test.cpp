@@ -171,6 +171,35 @@ TEST(PadPackedSequence, TotalLengthTooLargeToAllocateIsOutOfMemoryError) {
   EXPECT_EQ(padded.sizes(), (IntList{4, 4, 2}));
 }
 
+// Issue 19, item 2: under ASan, pad_packed_sequence(total_length = 2^40) aborted the process
+// (operator new of a 32 TiB row map reports out-of-memory instead of throwing). A host buffer
+// larger than the machine's memory and swap is refused before it is tried, so the error is the
+// same OutOfMemoryError with and without sanitizers; the message names the op and the bytes.
+TEST(PadPackedSequence, RowMapLargerThanMemoryIsRefusedBeforeAllocating) {
+  PackedSequence p = pack_padded_sequence(positional(3, 4, 2), std::vector<int64_t>{3, 3, 2, 1});
+  EXPECT_THAT(error_of([&] { pad_packed_sequence(p, false, 0.0, int64_t{1} << 40); }),
+              HasSubstr("pad_packed_sequence: cannot allocate 35184372088832 bytes of host memory (more than this "
+                        "machine's memory and swap)"));
+}
+
+// The same for packing an expanded view whose rows do not exist: T = 2^42 steps of one stored
+// element once sized a 32 TiB batch_sizes vector (std::bad_alloc, or an ASan abort).
+TEST(PackPaddedSequence, ExpandedInputOfMoreStepsThanMemoryIsOutOfMemoryError) {
+  const int64_t T = int64_t{1} << 42;
+  Tensor x = native::expand(zeros({1, 1, 1}), {T, 1, 1});
+  EXPECT_THAT(error_of([&] { pack_padded_sequence(x, std::vector<int64_t>{T}); }),
+              HasSubstr("pack_padded_sequence: cannot allocate"));
+}
+
+TEST(PadPackedSequence, UnsortedIndicesThatAreNotAPermutationAreValueError) {
+  PackedSequence p = pack_padded_sequence(positional(3, 4, 2), std::vector<int64_t>{3, 3, 2, 1});
+  p.unsorted_indices = from_vector<int64_t>({0, 1, 1, 3});
+  EXPECT_THAT(error_of([&] { pad_packed_sequence(p); }),
+              HasSubstr("unsorted_indices must be a permutation of 0..3, got [0, 1, 1, 3]"));
+  p.unsorted_indices = from_vector<int64_t>({0, 1, -5, 3});
+  EXPECT_THROW(pad_packed_sequence(p), ValueError);
+}
+
 TEST(PadSequence, OverflowingBatchIsValueError) {
   Tensor huge = native::expand(zeros({1, 1}), {int64_t{1} << 59, 1});  // a legal view of 2^59 rows
   EXPECT_THROW(pad_sequence({huge, huge, huge, huge, huge}), ValueError);

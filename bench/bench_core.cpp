@@ -1,7 +1,7 @@
 // ember-bench-core: figures for ember_core, one `name value unit` line each, medians of
 // several repetitions. The allocator fast path against malloc, memory bandwidth (memcpy),
 // OpenBLAS sgemm against ember's mm on the same data, and the element-wise add kernel against
-// memcpy on one thread. Timings are reported, never asserted (STYLE.md section 7).
+// memcpy on one thread. Timings are reported, never asserted (bench/CMakeLists.txt).
 #include <cblas.h>
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // NCCL helpers of the nccl backend: ember dtypes and ReduceOps as NCCL's, EMBER_NCCL_CHECK and
 // EMBER_CUDA_RT_CHECK, and the wait for a non-blocking communicator's call in progress.
-// Includes nccl.h and cuda_runtime.h: for files under nccl/ only (STYLE.md section 1).
+// Includes nccl.h and cuda_runtime.h: for files under nccl/ only (the only folder of parallel/
+// that includes them; see "Libraries" in parallel/README.md).
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -8,6 +8,7 @@
 // nested freely. Specialize BatchCodec for your own batch types.
 // Encoders and decoders are single-threaded values.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <map>
 #include <optional>
@@ -49,9 +50,12 @@ class BatchDecoder {
   BatchDecoder(std::vector<Tensor> tensors, std::string_view meta) : tensors_(std::move(tensors)), meta_(meta) {}
   Tensor next_tensor() {
     if (meta_.get<uint8_t>() == 0) return Tensor();
-    EMBER_INTERNAL_ASSERT(next_ < tensors_.size(), "batch decoder ran out of tensors");
+    EMBER_CHECK_T(ValueError, next_ < tensors_.size(), "DataLoader batch: the structure bytes ask for more than the ",
+                  tensors_.size(), " tensors that arrived");
     return std::move(tensors_[next_++]);
   }
+  /// Structure bytes not read yet: a bound for the count of what follows when reserving.
+  size_t remaining() const { return meta_.remaining(); }
   template <typename T>
   T get() { return meta_.get<T>(); }
   std::string get_string() { return meta_.get_string(); }
@@ -111,7 +115,8 @@ struct BatchCodec {
     } else if constexpr (nested::VectorValue<T>) {
       auto n = d.get<uint64_t>();
       T v;
-      v.reserve(n);
+      // n came from another process: reserve no more than the bytes that could describe it.
+      v.reserve(static_cast<size_t>(std::min<uint64_t>(n, d.remaining())));
       for (uint64_t i = 0; i < n; ++i) v.push_back(BatchCodec<typename T::value_type>::decode(d));
       return v;
     } else if constexpr (nested::ArrayValue<T> || nested::TupleValue<T>) {

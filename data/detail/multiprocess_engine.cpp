@@ -13,6 +13,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "data/detail/wire.h"
+#include "data/detail/worker_reply.h"
 #include "data/worker_info.h"
 
 // Note [DataLoader workers]
@@ -36,7 +37,6 @@ namespace ember::data::detail {
 namespace {
 
 enum : uint8_t { kFetch = 1, kReset = 2 };
-enum : uint8_t { kBatch = 1, kError = 2, kExhausted = 3 };
 constexpr size_t kAlignment = 64;
 constexpr int kShutdownGraceMs = 1000;
 constexpr int kFailGraceMs = 50;
@@ -45,20 +45,11 @@ constexpr int64_t kDrainTimeoutMs = 60000;
 
 std::atomic<uint64_t> g_next_engine_id{0};
 
-std::string error_frame(uint64_t id, ErrorCode code, const std::string& msg) {
-  ByteWriter w;
-  w.put<uint8_t>(kError);
-  w.put<uint64_t>(id);
-  w.put<uint8_t>(static_cast<uint8_t>(code));
-  w.put_string(msg);
-  return w.take();
-}
-
 // Worker side: copies the batch's tensors into a fresh shared buffer and describes them.
 // Returns the frame; *buffer receives the buffer (left empty when every tensor is empty).
 std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& who, SharedBuffer* buffer) {
   auto& tensors = enc.tensors();
-  std::vector<size_t> offsets(tensors.size());
+  std::vector<uint64_t> offsets(tensors.size());
   size_t total = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     Tensor& t = tensors[i];
@@ -77,20 +68,7 @@ std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& who, 
     }
     buffer->mapping.reset();  // the worker is done with it; the descriptor keeps the memory
   }
-  ByteWriter w;
-  w.put<uint8_t>(kBatch);
-  w.put<uint64_t>(id);
-  w.put<uint64_t>(total);
-  w.put<uint64_t>(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    w.put<int8_t>(static_cast<int8_t>(t.dtype()));
-    w.put<uint64_t>(static_cast<uint64_t>(t.dim()));
-    for (int64_t s : t.sizes()) w.put<int64_t>(s);
-    w.put<uint64_t>(offsets[i]);
-  }
-  w.put_string(enc.meta());
-  return w.take();
+  return batch_reply(id, total, tensors, offsets, enc.meta());
 }
 
 void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, void* dataset, const WorkerBody& body) {
@@ -131,26 +109,23 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
     std::string reply;
     SharedBuffer buffer;
     if (init_error) {
-      reply = error_frame(id, init_error->first, "worker_init_fn: " + init_error->second);
+      reply = error_reply(id, init_error->first, "worker_init_fn: " + init_error->second);
     } else if (reset_error) {
-      reply = error_frame(id, reset_error->first, reset_error->second);
+      reply = error_reply(id, reset_error->first, reset_error->second);
       reset_error.reset();
     } else {
       std::optional<std::pair<ErrorCode, std::string>> err;
       capture(err, [&] {
         std::optional<BatchEncoder> enc = body.fetch(indices);
         if (!enc) {
-          ByteWriter w;
-          w.put<uint8_t>(kExhausted);
-          w.put<uint64_t>(id);
-          reply = w.take();
+          reply = exhausted_reply(id);
         } else {
           reply = batch_frame(id, *enc, who, &buffer);
         }
       });
       if (err) {
         buffer = SharedBuffer();
-        reply = error_frame(id, err->first, err->second);
+        reply = error_reply(id, err->first, err->second);
       }
     }
     if (!send_frame(fd, reply, buffer.fd.get())) break;
@@ -307,7 +282,7 @@ void MultiprocessEngine::wait_for_results(uint64_t awaited_id) {
       if (left <= 0) {
         fail("DataLoader timed out after " + std::to_string(options_.timeout_ms) + " ms waiting for batch " +
                  std::to_string(awaited_id - epoch_base_) + " from " + worker_name(owner),
-             true);
+             ErrorCode::kTimeout);
       }
       slice = static_cast<int>(std::min<int64_t>(left, slice));
     }
@@ -315,7 +290,7 @@ void MultiprocessEngine::wait_for_results(uint64_t awaited_id) {
     int r = ::poll(fds.data(), fds.size(), slice);
     if (r < 0) {
       if (errno == EINTR) continue;
-      fail(std::string("DataLoader: poll failed: ") + std::strerror(errno), false);
+      fail(std::string("DataLoader: poll failed: ") + std::strerror(errno), ErrorCode::kError);
     }
     if (r == 0) {
       // Nothing arrived: make sure nobody died without the socket telling us.
@@ -340,53 +315,54 @@ bool MultiprocessEngine::receive_from(int w, bool discard) {
   io::UniqueFd buffer_fd;
   std::optional<std::string> frame = recv_frame(workers_[w]->fd(), &buffer_fd);
   if (!frame) return false;
-  ByteReader r(*frame);
-  auto kind = r.get<uint8_t>();
-  auto id = r.get<uint64_t>();
-  auto& pend = pending_[w];
-  EMBER_INTERNAL_ASSERT(!pend.empty() && pend.front() == id, "DataLoader: worker ", w, " answered batch ", id,
-                        " out of order");
-  pend.pop_front();
+  // Nothing in the reply is trusted (Note [Checking worker replies] in worker_reply.cpp): a
+  // bad one breaks the engine with a ValueError naming the worker and what arrived.
+  WorkerReply reply;
+  std::shared_ptr<ShmMapping> map;
+  try {
+    reply = decode_worker_reply(*frame, worker_name(w));
+    const auto& pend = pending_[w];
+    EMBER_CHECK_T(ValueError, !pend.empty() && pend.front() == reply.id, worker_name(w),
+                  " sent a bad reply: an answer for batch ", reply.id, " while the batch it owes is ",
+                  pend.empty() ? std::string("none") : std::to_string(pend.front()));
+    if (reply.kind == ReplyKind::kBatch && reply.buffer_bytes > 0 && !discard) {
+      EMBER_CHECK_T(ValueError, buffer_fd.valid(), worker_name(w), " sent a bad reply: a ", reply.buffer_bytes,
+                    "-byte batch without its buffer");
+      map = map_shared_buffer(buffer_fd.get(), reply.buffer_bytes, worker_name(w));
+    }
+  } catch (const ValueError& e) {
+    fail(e.what(), ErrorCode::kValue);
+  }
+  pending_[w].pop_front();
   --inflight_;
+  if (discard) return true;  // closing buffer_fd frees the buffer
   Slot slot;
   slot.worker = w;
-  if (kind == kBatch) {
-    auto total = r.get<uint64_t>();
-    if (discard) return true;  // closing buffer_fd frees the buffer
-    std::shared_ptr<ShmMapping> map;
-    if (total > 0) {
-      EMBER_INTERNAL_ASSERT(buffer_fd.valid(), "DataLoader: ", worker_name(w), " sent a ", total,
-                            "-byte batch without its buffer");
-      map = map_shared_buffer(buffer_fd.get(), total);
-    }
-    auto n = r.get<uint64_t>();
-    slot.batch.tensors.reserve(n);
-    for (uint64_t i = 0; i < n; ++i) {
-      auto dtype = static_cast<DType>(r.get<int8_t>());
-      auto ndim = r.get<uint64_t>();
-      IntList sizes(ndim);
-      for (auto& s : sizes) s = r.get<int64_t>();
-      auto offset = r.get<uint64_t>();
-      int64_t numel = numel_of(sizes);
-      if (numel == 0) {
-        slot.batch.tensors.push_back(empty(sizes, TensorOptions(dtype)));
-      } else {
-        void* p = static_cast<char*>(map->data()) + offset;
-        slot.batch.tensors.push_back(from_blob(p, sizes, dtype, [m = map](void*) mutable { m.reset(); }));
+  switch (reply.kind) {
+    case ReplyKind::kBatch:
+      slot.kind = SlotKind::kBatch;
+      slot.batch.tensors.reserve(reply.tensors.size());
+      for (const TensorSlot& t : reply.tensors) {
+        if (t.nbytes == 0) {
+          slot.batch.tensors.push_back(empty(t.sizes, TensorOptions(t.dtype)));
+        } else {
+          void* p = static_cast<char*>(map->data()) + t.offset;
+          slot.batch.tensors.push_back(from_blob(p, t.sizes, t.dtype, [m = map](void*) mutable { m.reset(); }));
+        }
       }
-    }
-    slot.batch.meta = r.get_string();
-    slot.kind = SlotKind::kBatch;
-  } else if (kind == kError) {
-    slot.kind = SlotKind::kError;
-    slot.error_code = static_cast<ErrorCode>(r.get<uint8_t>());
-    slot.message = r.get_string();
-  } else {
-    EMBER_INTERNAL_ASSERT(kind == kExhausted, "unknown DataLoader reply kind ", int(kind));
-    slot.kind = SlotKind::kExhausted;
-    if (options_.iterable) active_[w] = false;
+      slot.batch.meta = std::move(reply.meta);
+      break;
+    case ReplyKind::kError:
+      slot.kind = SlotKind::kError;
+      slot.error_code = reply.error_code;
+      slot.message = std::move(reply.message);
+      break;
+    case ReplyKind::kExhausted:
+      slot.kind = SlotKind::kExhausted;
+      if (options_.iterable) active_[w] = false;
+      break;
   }
-  if (!discard) reorder_.emplace(id, std::move(slot));
+  reorder_.emplace(reply.id, std::move(slot));
   return true;
 }
 
@@ -396,14 +372,13 @@ void MultiprocessEngine::fail_dead_worker(int w) {
   proc.wait_exit(kShutdownGraceMs);
   std::string how = proc.status() ? WorkerProcess::describe_status(*proc.status())
                                   : "closed its connection unexpectedly";
-  fail(worker_name(w) + " " + how, false);
+  fail(worker_name(w) + " " + how, ErrorCode::kError);
 }
 
-void MultiprocessEngine::fail(const std::string& message, bool timeout) {
-  shutdown(kFailGraceMs);  // a stuck or dead worker is not worth waiting for
+void MultiprocessEngine::fail(const std::string& message, ErrorCode code) {
+  shutdown(kFailGraceMs);  // a stuck, dead or corrupt worker is not worth waiting for
   broken_ = message;
-  if (timeout) throw TimeoutError(message);
-  throw Error(message);
+  throw_exception(code, message);
 }
 
 void MultiprocessEngine::end_epoch(bool keep_workers) {

@@ -86,7 +86,8 @@ class MultiprocessEngine {
   // Receives one frame from worker w; false when its socket reached end-of-stream.
   bool receive_from(int w, bool discard);
   [[noreturn]] void fail_dead_worker(int w);
-  [[noreturn]] void fail(const std::string& message, bool timeout);
+  // Shuts down, marks the engine broken and throws `message` as the exception of `code`.
+  [[noreturn]] void fail(const std::string& message, ErrorCode code);
   std::string worker_name(int w) const;
 
   EngineOptions options_;

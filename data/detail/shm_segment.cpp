@@ -74,11 +74,10 @@ SharedBuffer create_shared_buffer(size_t num_bytes, const std::string& who) {
   return b;
 }
 
-std::unique_ptr<ShmMapping> map_shared_buffer(int fd, size_t num_bytes) {
+std::unique_ptr<ShmMapping> map_shared_buffer(int fd, size_t num_bytes, const std::string& who) {
   struct stat st {};
   EMBER_CHECK(::fstat(fd, &st) == 0, "DataLoader: fstat of a batch buffer failed: ", std::strerror(errno));
-  EMBER_CHECK(st.st_size >= 0 && static_cast<uint64_t>(st.st_size) >= num_bytes, "DataLoader: a worker sent a ",
-              st.st_size, "-byte batch buffer for a ", num_bytes, "-byte batch");
+  EMBER_CHECK_T(ValueError, st.st_size >= 0 && static_cast<uint64_t>(st.st_size) >= num_bytes, who, " sent a ", st.st_size, "-byte batch buffer for a ", num_bytes, "-byte batch");
   void* p = ::mmap(nullptr, num_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   EMBER_CHECK(p != MAP_FAILED, "DataLoader: mmap of a ", num_bytes, "-byte batch buffer failed: ",
               std::strerror(errno));

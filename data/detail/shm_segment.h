@@ -41,9 +41,10 @@ struct SharedBuffer {
 /// reserved up front, so writing the mapping cannot SIGBUS; when it cannot be reserved,
 /// throws ember::Error "<who>: no shared memory left for a X MB batch ...".
 SharedBuffer create_shared_buffer(size_t num_bytes, const std::string& who);
-/// Maps num_bytes of a buffer whose descriptor came from a worker, read-write. Throws
-/// ember::Error when the buffer is smaller than num_bytes (touching past its end would SIGBUS)
-/// or cannot be mapped. The descriptor stays the caller's.
-std::unique_ptr<ShmMapping> map_shared_buffer(int fd, size_t num_bytes);
+/// Maps num_bytes of a buffer whose descriptor came from `who` (a worker), read-write. Throws
+/// ValueError "<who> sent a X-byte batch buffer for a Y-byte batch" when the buffer is smaller
+/// than num_bytes (touching past its end would SIGBUS), ember::Error when it cannot be mapped.
+/// The descriptor stays the caller's.
+std::unique_ptr<ShmMapping> map_shared_buffer(int fd, size_t num_bytes, const std::string& who = "a DataLoader worker");
 
 }  // namespace ember::data::detail

@@ -62,6 +62,8 @@ class ByteReader {
     return p;
   }
   bool done() const { return pos_ == data_.size(); }
+  /// The bytes not read yet.
+  size_t remaining() const { return data_.size() - pos_; }
 
  private:
   void need(size_t n) const {

@@ -7,11 +7,16 @@
 #include <regex>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
 
 #include "core/ops/factory.h"
 #include "data/dataloader.h"
+#include "data/detail/shm_segment.h"
+#include "data/detail/wire.h"
+#include "data/detail/worker_reply.h"
 #include "data/worker_info.h"
 #include "tests/data/test_util.h"
 
@@ -49,21 +54,29 @@ std::shared_ptr<Faulty> faulty(Faulty::Mode m, size_t at) {
   return d;
 }
 
-TEST(DataLoaderFailure, WorkerExceptionNamesWorkerAndPidAndKeepsItsType) {
-  // batch_size 1: sample 5 is batch 5, made by worker 5 % 2 = 1.
-  DataLoader loader(faulty(Faulty::kThrowAt, 5), DataLoaderOptions{.num_workers = 2});
+// Iterates `loader` (batch b holds b) until it throws a ValueError; returns how many batches
+// came first, and the error's text in *error (a test failure, and "", when nothing is thrown).
+template <typename Loader>
+int batches_before_value_error(Loader& loader, std::string* error) {
   int seen = 0;
   try {
     for (auto& b : loader) {
       EXPECT_EQ(ints_first(b), seen);
       ++seen;
     }
-    FAIL() << "no exception";
+    ADD_FAILURE() << "no exception";
   } catch (const ValueError& e) {
-    std::string msg = e.what();
-    EXPECT_TRUE(std::regex_search(msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) raised: bad sample 5")))
-        << msg;
+    *error = e.what();
   }
+  return seen;
+}
+
+TEST(DataLoaderFailure, WorkerExceptionNamesWorkerAndPidAndKeepsItsType) {
+  // batch_size 1: sample 5 is batch 5, made by worker 5 % 2 = 1.
+  DataLoader loader(faulty(Faulty::kThrowAt, 5), DataLoaderOptions{.num_workers = 2});
+  std::string msg;
+  const int seen = batches_before_value_error(loader, &msg);
+  EXPECT_TRUE(std::regex_search(msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) raised: bad sample 5"))) << msg;
   EXPECT_EQ(seen, 5);
   expect_clean();
 }
@@ -206,6 +219,49 @@ TEST(DataLoaderFailure, PersistentLoaderRecoversAfterAWorkerDied) {
     ++n;
   }
   EXPECT_EQ(n, 16);
+}
+
+// The worker's end of its socket, found from inside the worker (the only AF_UNIX stream socket
+// a worker has: WorkerProcess::spawn closes its siblings'), so a test can forge a reply on it.
+int worker_socket() {
+  for (int fd = 3; fd < 1024; ++fd) {
+    struct stat st {};
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    if (::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+        ::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX)
+      return fd;
+  }
+  return -1;
+}
+
+// A worker whose reply describes a tensor (1024 int64, 8 KiB) in a 4 KiB batch buffer: the
+// parent once built a tensor viewing past its mapping from whatever sizes and offsets arrived
+// (a worker's n * 8 overflowing does the same). It must be a ValueError naming the worker and
+// what arrived, the loader must stay failed, and nothing may be left behind.
+TEST(DataLoaderFailure, WorkerReplyWithATensorOutsideItsBufferIsValueErrorNamingTheWorker) {
+  struct Forging : Dataset<Tensor> {
+    Tensor get(size_t i) override {
+      if (i == 3 && get_worker_info()) {
+        detail::SharedBuffer buf = detail::create_shared_buffer(4096, "forger");
+        buf.mapping.reset();
+        Tensor lie = zeros({1024}, TensorOptions(kInt64));
+        std::string frame = detail::batch_reply(/*id=*/3, 4096, {lie}, {0}, std::string("\x01", 1));
+        detail::send_frame(worker_socket(), frame, buf.fd.get());
+      }
+      return full({4}, static_cast<double>(i), TensorOptions(kInt64));
+    }
+    size_t size() const override { return 8; }
+  };
+  DataLoader loader(std::make_shared<Forging>(), DataLoaderOptions{.num_workers = 2});
+  std::string msg;
+  const int seen = batches_before_value_error(loader, &msg);
+  EXPECT_TRUE(std::regex_search(
+      msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) sent a bad reply: tensor 0 \\(int64, shape \\[1024\\], "
+                      "8192 bytes at offset 0\\) does not lie inside the 4096-byte batch buffer")))
+      << msg;
+  EXPECT_LE(seen, 3);  // the parent reads every worker's frames while it waits, so it may fail sooner
+  expect_clean();
 }
 
 // Issue 19, 6(a): a parent killed mid-epoch (by any signal, SIGKILL included) left 3-4 named

@@ -19,6 +19,7 @@
 #include "core/tensor_index.h"
 #include "core/thread_pool.h"
 
+#include "autograd/autocast.h"
 #include "autograd/engine.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
@@ -42,6 +43,7 @@
 #include "nn/optim/adagrad.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/grad_scaler.h"
 #include "nn/optim/lr_scheduler.h"
 #include "nn/optim/one_cycle_lr.h"
 #include "nn/optim/reduce_lr_on_plateau.h"
@@ -62,3 +64,4 @@
 #include "parallel/distributed/process_group.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/found_inf_sync.h"

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -139,8 +140,11 @@ std::pair<int64_t, int64_t> layer_norm_dims(const Tensor& input, const IntList& 
 
 }  // namespace
 
-Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& input0, const IntList& normalized_shape, const Tensor& weight0, const Tensor& bias0,
                   double eps) {
+  // On autocast's float32 list: see Note [Autocast op lists].
+  const Tensor input = autograd::autocast_to_float32(input0), weight = autograd::autocast_to_float32(weight0),
+               bias = autograd::autocast_to_float32(bias0);
   auto [M, N] = layer_norm_dims(input, normalized_shape, weight, bias);
   native::LayerNormForward f = native::layer_norm_forward(input, M, N, weight, bias, eps);
   if (autograd::any_requires_grad({&input, &weight, &bias})) {

@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/node.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -199,7 +200,11 @@ bool is_probability_target(const Tensor& input, const Tensor& target) {
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {
+Tensor cross_entropy(const Tensor& input0, const Tensor& target0, const CrossEntropyOptions& options0) {
+  // The losses are on autocast's float32 list: see Note [Autocast op lists].
+  const Tensor input = autograd::autocast_to_float32(input0), target = autograd::autocast_to_float32(target0);
+  CrossEntropyOptions options = options0;
+  options.weight = autograd::autocast_to_float32(options0.weight);
   check_label_smoothing(options.label_smoothing);
   if (is_probability_target(input, target)) return cross_entropy_probs(input, target, options);
   ClassLayout L = check_class_target(input, target, options.weight, "cross_entropy");
@@ -208,7 +213,10 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
                           options.label_smoothing, true, L);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options) {
+Tensor nll_loss(const Tensor& input0, const Tensor& target, const NLLLossOptions& options0) {
+  const Tensor input = autograd::autocast_to_float32(input0);
+  NLLLossOptions options = options0;
+  options.weight = autograd::autocast_to_float32(options0.weight);
   ClassLayout L = check_class_target(input, target, options.weight, "nll_loss");
   if (!fused_ok(input, target, options.weight)) return detail::nll_loss_reference(input, target, options);
   return fused_class_loss(input, target, options.weight, options.ignore_index, options.reduction, 0.0, false, L);
@@ -228,12 +236,18 @@ Tensor detail::nll_loss_reference(const Tensor& input, const Tensor& target, con
   return composite_class_loss(input, target, options.weight, options.ignore_index, options.reduction, 0.0, L);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input0, const Tensor& target0, Reduction reduction) {
+  const Tensor input = autograd::autocast_to_float32(input0), target = autograd::autocast_to_float32(target0);
   Tensor d = ember::sub(input, target);
   return reduce_loss(ember::mul(d, d), reduction);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target, const BCEWithLogitsOptions& o) {
+Tensor binary_cross_entropy_with_logits(const Tensor& input0, const Tensor& target0,
+                                        const BCEWithLogitsOptions& o0) {
+  const Tensor input = autograd::autocast_to_float32(input0), target = autograd::autocast_to_float32(target0);
+  BCEWithLogitsOptions o = o0;
+  o.weight = autograd::autocast_to_float32(o0.weight);
+  o.pos_weight = autograd::autocast_to_float32(o0.pos_weight);
   EMBER_CHECK_T(ValueError, input.sizes() == target.sizes(), "binary_cross_entropy_with_logits: Target size (",
                 target.sizes(), ") must be the same as input size (", input.sizes(), ")");
   // max_val = max(-x, 0); softplus(-x) = log(exp(-max_val) + exp(-x - max_val)) + max_val

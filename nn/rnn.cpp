@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
@@ -112,6 +113,32 @@ std::tuple<Tensor, Tensor, Tensor> forward_rows(const RnnConfig& c, const std::v
   return {x, h_n, c_n};
 }
 
+// Autocast puts the RNN layers on the lower-precision list (Note [Autocast op lists]): true when
+// it is on for x's device and x and the weights are float32/bfloat16/float16 (float64 runs as is).
+bool autocast_applies(const Tensor& x, const std::vector<Tensor>& weights) {
+  auto eligible = [](const Tensor& t) {
+    return !t.defined() || t.dtype() == kFloat32 || t.dtype() == kBFloat16 || t.dtype() == kFloat16;
+  };
+  if (!autograd::autocast_active_for(x) || !eligible(x)) return false;
+  for (const Tensor& w : weights) {
+    if (!eligible(w)) return false;
+  }
+  return true;
+}
+
+// t rounded to the autocast dtype, then widened to float32 for the float32 recurrence kernels;
+// both casts are differentiable, so gradients are rounded the same way on their way back.
+Tensor rounded_float32(const Tensor& t) {
+  return t.defined() ? to(autograd::autocast_to_lower(t), kFloat32) : t;
+}
+std::vector<Tensor> rounded_float32(const std::vector<Tensor>& ts) {
+  std::vector<Tensor> r;
+  r.reserve(ts.size());
+  for (const Tensor& t : ts) r.push_back(rounded_float32(t));
+  return r;
+}
+Tensor to_low(const Tensor& t, DType low) { return t.defined() ? to(t, low) : t; }
+
 }  // namespace
 
 void rnn_check_config(const RnnConfig& c) {
@@ -152,6 +179,17 @@ void rnn_reset_parameters(Module& m, const RnnConfig& c) {
 std::tuple<Tensor, Tensor, Tensor> rnn_forward_padded(const RnnConfig& c, const std::vector<Tensor>& weights,
                                                       bool training, const Tensor& input, const Tensor& h0,
                                                       const Tensor& c0) {
+  if (autocast_applies(input, weights)) {
+    const DType low = autograd::AutocastMode::dtype(input.device().type);
+    const std::vector<Tensor> w = rounded_float32(weights);
+    const Tensor x = rounded_float32(input), h = rounded_float32(h0), cc = rounded_float32(c0);
+    std::tuple<Tensor, Tensor, Tensor> r;
+    {
+      autograd::autocast off(input.device().type, low, /*enabled=*/false);
+      r = rnn_forward_padded(c, w, training, x, h, cc);
+    }
+    return {to_low(std::get<0>(r), low), to_low(std::get<1>(r), low), to_low(std::get<2>(r), low)};
+  }
   const char* name = module_name(c.mode);
   const bool lstm = c.mode == RnnMode::kLstm;
   EMBER_CHECK(input.defined(), name, ": input is undefined");
@@ -199,6 +237,21 @@ std::tuple<Tensor, Tensor, Tensor> rnn_forward_padded(const RnnConfig& c, const 
 std::tuple<PackedSequence, Tensor, Tensor> rnn_forward_packed(const RnnConfig& c, const std::vector<Tensor>& weights,
                                                               bool training, const PackedSequence& input,
                                                               const Tensor& h0, const Tensor& c0) {
+  if (input.data.defined() && autocast_applies(input.data, weights)) {
+    const DType low = autograd::AutocastMode::dtype(input.data.device().type);
+    PackedSequence rounded(rounded_float32(input.data), input.batch_sizes, input.sorted_indices,
+                           input.unsorted_indices);
+    const std::vector<Tensor> w = rounded_float32(weights);
+    const Tensor h = rounded_float32(h0), cc = rounded_float32(c0);
+    std::tuple<PackedSequence, Tensor, Tensor> r;
+    {
+      autograd::autocast off(input.data.device().type, low, /*enabled=*/false);
+      r = rnn_forward_packed(c, w, training, rounded, h, cc);
+    }
+    auto& [y, h_n, c_n] = r;
+    PackedSequence out(to_low(y.data, low), y.batch_sizes, y.sorted_indices, y.unsorted_indices);
+    return {std::move(out), to_low(h_n, low), to_low(c_n, low)};
+  }
   const char* name = module_name(c.mode);
   const bool lstm = c.mode == RnnMode::kLstm;
   EMBER_CHECK(input.data.defined() && input.batch_sizes.defined(), name, ": the PackedSequence has no data");

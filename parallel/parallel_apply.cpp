@@ -16,6 +16,7 @@
 #include <thread>
 #include <typeinfo>
 
+#include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
 
 // Note [Replica threads]
@@ -167,6 +168,11 @@ void parallel_run(const std::vector<std::function<void()>>& fns, const std::vect
                 devices.size(), " devices");
   if (fns.empty()) return;
   const bool grad = autograd::GradMode::is_enabled();
+  // Autocast is thread-local: the replicas run under the caller's (as torch's parallel_apply).
+  const bool cpu_autocast = autograd::AutocastMode::is_enabled(DeviceType::CPU);
+  const bool cuda_autocast = autograd::AutocastMode::is_enabled(DeviceType::CUDA);
+  const DType cpu_autocast_dtype = autograd::AutocastMode::dtype(DeviceType::CPU);
+  const DType cuda_autocast_dtype = autograd::AutocastMode::dtype(DeviceType::CUDA);
   std::vector<Failure> failures(fns.size());
   Latch latch;
   latch.pending = fns.size();
@@ -174,6 +180,8 @@ void parallel_run(const std::vector<std::function<void()>>& fns, const std::vect
     return [&, i] {
       try {
         autograd::AutoGradMode mode(grad);
+        autograd::autocast cpu_cast(DeviceType::CPU, cpu_autocast_dtype, cpu_autocast);
+        autograd::autocast cuda_cast(DeviceType::CUDA, cuda_autocast_dtype, cuda_autocast);
         fns[i]();
       } catch (const std::exception& e) {
         failures[i] = {std::current_exception(), type_name(typeid(e)), e.what()};

@@ -1,4 +1,5 @@
 // Differentiable element-wise ops, conversions and in-place ops.
+#include "autograd/autocast.h"
 #include "autograd/ops/detail.h"
 
 namespace ember {
@@ -96,7 +97,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& e) {
+Tensor pow(const Tensor& a0, const Tensor& e0) {
+  const Tensor a = autograd::autocast_to_float32(a0), e = autograd::autocast_to_float32(e0);
   Tensor out = native::pow(a, e);
   if (autograd::any_requires_grad({&a, &e})) {
     SavedVariable sa(a), se(e), so(out);
@@ -169,7 +171,8 @@ Tensor rsub(const Tensor& a, double b) {
   });
   return out;
 }
-Tensor pow(const Tensor& a, double e) {
+Tensor pow(const Tensor& a0, double e) {
+  const Tensor a = autograd::autocast_to_float32(a0);
   Tensor out = native::pow(a, e);
   if (autograd::any_requires_grad({&a})) {
     SavedVariable sa(a);
@@ -220,15 +223,18 @@ Tensor abs(const Tensor& a) {
   return unary_x(a, "AbsBackward0", [](const Tensor& x) { return native::abs(x); },
                  [](const Tensor& g, const Tensor& x) { return native::mul(g, native::sign(x)); });
 }
-Tensor exp(const Tensor& a) {
+Tensor exp(const Tensor& a0) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   return unary_y(a, "ExpBackward0", [](const Tensor& x) { return native::exp(x); },
                  [](const Tensor& g, const Tensor& y) { return native::mul(g, y); });
 }
-Tensor log(const Tensor& a) {
+Tensor log(const Tensor& a0) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   return unary_x(a, "LogBackward0", [](const Tensor& x) { return native::log(x); },
                  [](const Tensor& g, const Tensor& x) { return native::div(g, x); });
 }
-Tensor log1p(const Tensor& a) {
+Tensor log1p(const Tensor& a0) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   return unary_x(a, "Log1PBackward0", [](const Tensor& x) { return native::log1p(x); },
                  [](const Tensor& g, const Tensor& x) { return native::div(g, native::add(x, 1.0)); });
 }
@@ -236,13 +242,15 @@ Tensor sqrt(const Tensor& a) {
   return unary_y(a, "SqrtBackward0", [](const Tensor& x) { return native::sqrt(x); },
                  [](const Tensor& g, const Tensor& y) { return native::div(g, native::mul(y, 2.0)); });
 }
-Tensor rsqrt(const Tensor& a) {
+Tensor rsqrt(const Tensor& a0) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   return unary_y(a, "RsqrtBackward0", [](const Tensor& x) { return native::rsqrt(x); },
                  [](const Tensor& g, const Tensor& y) {
                    return native::mul(g, native::mul(native::mul(native::mul(y, y), y), -0.5));
                  });
 }
-Tensor reciprocal(const Tensor& a) {
+Tensor reciprocal(const Tensor& a0) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   return unary_y(a, "ReciprocalBackward0", [](const Tensor& x) { return native::reciprocal(x); },
                  [](const Tensor& g, const Tensor& y) { return native::neg(native::mul(g, native::mul(y, y))); });
 }

@@ -1,6 +1,7 @@
 // Differentiable reductions and matrix products.
 #include <cmath>
 
+#include "autograd/autocast.h"
 #include "autograd/ops/detail.h"
 
 namespace ember {
@@ -35,7 +36,8 @@ Tensor minmax_reduce_backward(const Tensor& g, const Tensor& x, const Tensor& y,
 }
 }  // namespace
 
-Tensor sum(const Tensor& a, const IntList& dims, bool keepdim) {
+Tensor sum(const Tensor& a0, const IntList& dims, bool keepdim) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   Tensor out = native::sum(a, dims, keepdim);
   record("SumBackward1", {&a}, {&out}, [ma = InputMeta(a), dims, keepdim](FunctionNode&, TensorList& g) {
     return TensorList{native::expand(unsqueeze_reduced(g[0], ma.sizes, dims, keepdim), ma.sizes)};
@@ -43,7 +45,8 @@ Tensor sum(const Tensor& a, const IntList& dims, bool keepdim) {
   return out;
 }
 
-Tensor mean(const Tensor& a, const IntList& dims, bool keepdim) {
+Tensor mean(const Tensor& a0, const IntList& dims, bool keepdim) {
+  const Tensor a = autograd::autocast_to_float32(a0);
   Tensor out = native::mean(a, dims, keepdim);
   int64_t n = a.numel() / std::max<int64_t>(out.numel(), 1);
   record("MeanBackward1", {&a}, {&out}, [ma = InputMeta(a), dims, keepdim, n](FunctionNode&, TensorList& g) {
@@ -98,14 +101,18 @@ std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) { retu
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) { return minmax_dim(a, dim, keepdim, false); }
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) { return native::argmax(a, dim, keepdim); }
 
-Tensor var(const Tensor& a, const IntList& dims, int64_t correction, bool keepdim) {
+Tensor var(const Tensor& a0, const IntList& dims, int64_t correction, bool keepdim) {
+  const Tensor a = autograd::autocast_to_float32(a0);
   Tensor m = mean(a, dims, true);
   Tensor d = sub(a, m);
   int64_t n = a.numel() / std::max<int64_t>(native::sum(a, dims, keepdim).numel(), 1);
   return div(sum(mul(d, d), dims, keepdim), static_cast<double>(std::max<int64_t>(n - correction, 0)));
 }
 
-Tensor norm(const Tensor& a) { return sqrt(sum(mul(a, a))); }
+Tensor norm(const Tensor& a0) {
+  const Tensor a = autograd::autocast_to_float32(a0);
+  return sqrt(sum(mul(a, a)));
+}
 
 Tensor sum_to_size(const Tensor& a, const IntList& sizes) {
   Tensor out = native::sum_to_size(a, sizes);
@@ -118,7 +125,8 @@ Tensor sum_to_size(const Tensor& a, const IntList& sizes) {
 
 // ---- linear algebra ---------------------------------------------------------------------------
 
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor mm(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = autograd::autocast_to_lower(a0), b = autograd::autocast_to_lower(b0);
   Tensor out = native::mm(a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     SavedVariable sa(b.requires_grad() ? a : Tensor()), sb(a.requires_grad() ? b : Tensor());
@@ -132,7 +140,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor bmm(const Tensor& a, const Tensor& b) {
+Tensor bmm(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = autograd::autocast_to_lower(a0), b = autograd::autocast_to_lower(b0);
   Tensor out = native::bmm(a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     SavedVariable sa(b.requires_grad() ? a : Tensor()), sb(a.requires_grad() ? b : Tensor());
@@ -146,7 +155,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = autograd::autocast_to_lower(a0), b = autograd::autocast_to_lower(b0);
   // Composed of differentiable views and products, so gradients follow from theirs.
   if (!autograd::any_requires_grad({&a, &b})) return native::matmul(a, b);
   if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
@@ -175,7 +185,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return reshape(r, out_sizes);
 }
 
-Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, double alpha) {
+Tensor addmm(const Tensor& bias0, const Tensor& a0, const Tensor& b0, double beta, double alpha) {
+  const Tensor bias = autograd::autocast_to_lower(bias0), a = autograd::autocast_to_lower(a0),
+               b = autograd::autocast_to_lower(b0);
   Tensor out = native::addmm(bias, a, b, beta, alpha);
   if (autograd::any_requires_grad({&bias, &a, &b})) {
     SavedVariable sa(b.requires_grad() ? a : Tensor()), sb(a.requires_grad() ? b : Tensor());
@@ -192,7 +204,9 @@ Tensor addmm(const Tensor& bias, const Tensor& a, const Tensor& b, double beta, 
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x0, const Tensor& weight0, const Tensor& bias0) {
+  const Tensor x = autograd::autocast_to_lower(x0), weight = autograd::autocast_to_lower(weight0),
+               bias = autograd::autocast_to_lower(bias0);
   EMBER_CHECK_T(ValueError, weight.dim() == 2, "linear: expected weight of shape [out_features, in_features], got ",
                 weight.sizes());
   EMBER_CHECK_T(ValueError, x.dim() >= 1 && x.sizes().back() == weight.sizes()[1], "linear: input has ",

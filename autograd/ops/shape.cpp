@@ -1,5 +1,6 @@
 // Differentiable views and joining/splitting. A view's backward maps the gradient of the view
 // back to the base's shape (into a zero tensor for narrowing views).
+#include "autograd/autocast.h"
 #include "autograd/ops/detail.h"
 
 namespace ember {
@@ -242,7 +243,8 @@ Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tens
 
 // ---- softmax ----------------------------------------------------------------------------------------
 
-Tensor softmax(const Tensor& a, int64_t dim) {
+Tensor softmax(const Tensor& a0, int64_t dim) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   Tensor out = native::softmax(a, dim);
   if (autograd::any_requires_grad({&a})) {
     autograd::SavedVariable so(out);
@@ -253,7 +255,8 @@ Tensor softmax(const Tensor& a, int64_t dim) {
   return out;
 }
 
-Tensor log_softmax(const Tensor& a, int64_t dim) {
+Tensor log_softmax(const Tensor& a0, int64_t dim) {
+  const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
   Tensor out = native::log_softmax(a, dim);
   if (autograd::any_requires_grad({&a})) {
     autograd::SavedVariable so(out);

@@ -38,8 +38,9 @@ HandleSlot& handle_for(int device_index) {
 // column-major C^T = op(B)^T op(A)^T: operands swapped, m and n swapped, the same op flags.
 void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
           int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc, int device_index) {
-  EMBER_CHECK_T(TypeError, dtype == kFloat32 || dtype == kFloat64, "mm: cuBLAS supports float32 and float64, got ",
-                dtype);
+  const bool low = dtype == kBFloat16 || dtype == kFloat16;
+  EMBER_CHECK_T(TypeError, dtype == kFloat32 || dtype == kFloat64 || low,
+                "mm: cuBLAS supports float32, float64, bfloat16 and float16, got ", dtype);
   for (int64_t v : {m, n, k, lda, ldb, ldc}) {
     EMBER_CHECK(v >= 0 && v <= INT_MAX, "mm: matrix size or stride ", v, " exceeds cuBLAS's limit of ", INT_MAX,
                 " (m=", m, ", n=", n, ", k=", k, ")");
@@ -54,7 +55,14 @@ void gemm(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // Bound to the caller's current stream on every call: the handle is shared by threads whose
   // current streams differ (Note [Current stream]).
   EMBER_CUBLAS_CHECK(cublasSetStream(slot.handle, current_stream(device_index)));
-  if (dtype == kFloat32) {
+  if (low) {
+    // 16-bit operands and result, float32 accumulation (what autocast's products run on).
+    const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
+    const cudaDataType_t t = dtype == kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+    EMBER_CUBLAS_CHECK(cublasGemmEx(slot.handle, op_b, op_a, in, im, ik, &fa, b, t, static_cast<int>(ldb), a, t,
+                                    static_cast<int>(lda), &fb, c, t, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
+                                    CUBLAS_GEMM_DEFAULT));
+  } else if (dtype == kFloat32) {
     const float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);
     EMBER_CUBLAS_CHECK(cublasSgemm(slot.handle, op_b, op_a, in, im, ik, &fa, static_cast<const float*>(b),
                                    static_cast<int>(ldb), static_cast<const float*>(a), static_cast<int>(lda), &fb,

@@ -123,6 +123,18 @@ DType scalar_result_type(DType t, double s) {
 
 Tensor cast_if_needed(const Tensor& t, DType d) { return t.dtype() == d ? t : to(t, d); }
 
+// Note [16-bit floats on CPU]
+// The CPU kernels have no bfloat16/float16 bodies. An op computing in one of them on CPU widens
+// its operands to float32 (exact), runs the float32 kernel and rounds the result once to the
+// 16-bit type (round to nearest even), which is the result a 16-bit kernel computing in float32
+// internally gives, as PyTorch's CPU bfloat16 kernels do. Slow (two extra passes), but the
+// numbers are those of the 16-bit type; it serves autocast on CPU (autograd/autocast.h).
+// Element-wise ops here, reductions (core/ops/reduce.cpp) and matrix products
+// (core/ops/linalg.cpp) take this path.
+bool cpu_16bit(DType compute, Device device) {
+  return device.is_cpu() && (compute == kBFloat16 || compute == kFloat16);
+}
+
 void dispatch_binary(BinaryOp op, double alpha, DType compute, const kernels::ElementwisePlan& plan,
                      Device device, const char* name) {
   if (device.is_cuda()) {
@@ -182,6 +194,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, double alpha, const
   detail::check_same_device(name, {&a, &b});
   IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
   DType compute = result_type(a, b);
+  if (cpu_16bit(compute, a.device())) {  // See Note [16-bit floats on CPU]
+    Tensor r = binary(op, to(a, kFloat32), to(b, kFloat32), alpha, name);
+    return r.dtype() == kBool ? r : to(r, compute);
+  }
   Tensor ac = cast_if_needed(a, compute), bc = cast_if_needed(b, compute);
   DType out_dtype = kernels::binary_op_returns_bool(op) ? kBool : compute;
   Tensor out = empty(shape, TensorOptions(out_dtype).device(a.device()));
@@ -190,6 +206,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, double alpha, const
 }
 
 Tensor unary(UnaryOp op, const Tensor& a, double s0, double s1, const char* name, DType compute) {
+  if (cpu_16bit(compute, a.device())) {  // See Note [16-bit floats on CPU]
+    Tensor r = unary(op, to(a, kFloat32), s0, s1, name, kFloat32);
+    return r.dtype() == kBool ? r : to(r, compute);
+  }
   DType out_dtype = kernels::unary_op_returns_bool(op) ? kBool : compute;
   Tensor ac = cast_if_needed(a, compute);
   Tensor out = empty(a.sizes(), TensorOptions(out_dtype).device(a.device()));
@@ -225,6 +245,11 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, double alpha, co
   detail::check_same_device(name, {&self, &other});
   check_inplace_shape(name, self, other);
   check_inplace_dtype(name, self, result_type(self, other));
+  if (cpu_16bit(self.dtype(), self.device())) {  // See Note [16-bit floats on CPU]
+    Tensor wide = to(self, kFloat32);
+    binary_(op, wide, to(other, kFloat32), alpha, name);
+    return copy_(self, wide);
+  }
   Tensor oc = cast_if_needed(other, self.dtype());
   dispatch_binary(op, alpha, self.dtype(), detail::make_plan(self, {&self, &oc}), self.device(), name);
   self.bump_version();
@@ -232,6 +257,11 @@ Tensor& binary_(BinaryOp op, Tensor& self, const Tensor& other, double alpha, co
 }
 
 Tensor& unary_(UnaryOp op, Tensor& self, double s0, double s1, const char* name) {
+  if (cpu_16bit(self.dtype(), self.device())) {  // See Note [16-bit floats on CPU]
+    Tensor wide = to(self, kFloat32);
+    unary_(op, wide, s0, s1, name);
+    return copy_(self, wide);
+  }
   dispatch_unary(op, s0, s1, self.dtype(), detail::make_plan(self, {&self}), self.device(), name);
   self.bump_version();
   return self;

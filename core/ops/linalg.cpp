@@ -61,7 +61,15 @@ void gemm_into(Tensor& c, const Tensor& a, const Tensor& b, double beta, double 
     return;
   }
   DType dt = a.dtype();
-  if (dt != kFloat32 && dt != kFloat64) {
+  if ((dt == kBFloat16 || dt == kFloat16) && a.device().is_cpu()) {
+    // No 16-bit GEMM on CPU: the float32 product of the (exact) widened operands, rounded once
+    // into c. See Note [16-bit floats on CPU] (core/ops/elementwise.cpp).
+    Tensor c32 = beta == 0 ? empty(c.sizes(), TensorOptions(kFloat32).device(c.device())) : to(c, kFloat32);
+    gemm_into(c32, to(a, kFloat32), to(b, kFloat32), beta, alpha);
+    copy_(c, c32);
+    return;
+  }
+  if (dt != kFloat32 && dt != kFloat64 && dt != kBFloat16 && dt != kFloat16) {
     EMBER_CHECK(a.device().is_cpu(), "mm: integer matrix products are only supported on CPU");
     EMBER_DISPATCH_NUMERIC(dt, "mm", [&] { naive_gemm<scalar_t>(m, n, k, alpha, a, b, beta, c); });
     return;

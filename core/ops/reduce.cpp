@@ -136,6 +136,14 @@ Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceO
   if ((op == ReduceOp::Max || op == ReduceOp::Min) && s.plan.red_numel == 0) {
     EMBER_THROW(IndexError, name, ": Expected reduction dim to have non-zero size (input shape ", a.sizes(), ")");
   }
+  auto is16 = [](DType t) { return t == kBFloat16 || t == kFloat16; };
+  if (a.device().is_cpu() && (is16(a.dtype()) || is16(out_dtype))) {
+    // Widen, reduce in float32 (double accumulation), round once: Note [16-bit floats on CPU]
+    // (core/ops/elementwise.cpp).
+    Tensor r = reduce_values(is16(a.dtype()) ? to(a, kFloat32) : a, dims, keepdim, op,
+                             is16(out_dtype) ? kFloat32 : out_dtype, scale, name);
+    return to(r, out_dtype);
+  }
   Tensor out = empty(s.out_sizes, TensorOptions(out_dtype).device(a.device()));
   if (a.device().is_cuda()) {
     detail::require_cuda(name).reduce(op, a.dtype(), out_dtype, s.plan, a.raw_data(), out.raw_data(), nullptr, scale,
@@ -170,6 +178,11 @@ std::pair<Tensor, Tensor> reduce_with_index(const Tensor& a, int64_t dim, bool k
   ReduceSetup s = setup_reduce(a, {dim}, keepdim, name);
   EMBER_CHECK_T(IndexError, s.plan.red_numel > 0, name, ": Expected reduction dim ", dim,
                 " to have non-zero size (input shape ", a.sizes(), ")");
+  if (a.device().is_cpu() && (a.dtype() == kBFloat16 || a.dtype() == kFloat16)) {
+    // Values are exact in float32; See Note [16-bit floats on CPU] (core/ops/elementwise.cpp).
+    auto [v, i] = reduce_with_index(to(a, kFloat32), dim, keepdim, op, want_values, name);
+    return {want_values ? to(v, a.dtype()) : v, i};
+  }
   Tensor idx = empty(s.out_sizes, TensorOptions(kInt64).device(a.device()));
   Tensor vals = want_values ? empty(s.out_sizes, TensorOptions(a.dtype()).device(a.device())) : Tensor();
   if (a.device().is_cuda()) {

@@ -58,6 +58,8 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --batch-first B       true: input [B x T]; false: [T x B], scattered on dim 1 (default true)
   --no-total-length     unpack without total_length: DataParallel then fails, as in the FAQ
   --augment P           drop one random byte of a training word with probability P (default 0)
+  --amp DTYPE           mixed precision: bf16 | fp16 (autocast on the training device; fp16 adds a
+                        dynamic loss scale, GradScaler, whose skipped steps every --ddp rank shares)
   --resume              continue from the last checkpoint in --checkpoint-dir, on any number
                         of ranks (or none): the same global sample order goes on
   --checkpoint-every N  also write the last checkpoint every N training steps (mid-epoch)
@@ -130,6 +132,10 @@ Options parse_options(int argc, const char* const* argv) {
       o.augment_p = parse_double(arg, take());
       EMBER_CHECK_T(ValueError, o.augment_p >= 0 && o.augment_p <= 1, arg, ": expected a probability, got ",
                     o.augment_p);
+    } else if (arg == "--amp") {
+      o.amp = take();
+      EMBER_CHECK_T(ValueError, o.amp == "bf16" || o.amp == "fp16", arg, ": expected bf16 or fp16, got '", o.amp,
+                    "'");
     } else if (arg == "--resume") {
       no_value();
       o.resume = true;
@@ -154,6 +160,10 @@ Options parse_options(int argc, const char* const* argv) {
     EMBER_CHECK_T(ValueError, !o.zero, "--zero applies only with --ddp (it shards over the ranks)");
     EMBER_CHECK_T(ValueError, !o.uneven, "--uneven applies only with --ddp (it shards over the ranks)");
   }
+  // The GradScaler unscales one whole optimizer and all-reduces its overflow flag at every step.
+  EMBER_CHECK_T(ValueError, o.amp != "fp16" || (!o.zero && !o.uneven),
+                "--amp fp16: its GradScaler needs the whole optimizer and a collective at every step, which --zero "
+                "and --uneven do not give; use --amp bf16 there");
   if (o.uneven) {
     // A rank that has joined takes no more steps: collectives at a step count (ZeRO's step, the
     // checkpoints within an epoch) would wait for it.

@@ -2,17 +2,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/cpu_affinity.h"
 #include "core/error.h"
@@ -28,8 +31,10 @@
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/optim/adam.h"
+#include "nn/optim/grad_scaler.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/found_inf_sync.h"
 #include "parallel/zero_redundancy_optimizer.h"
 
 namespace rnn_dp {
@@ -119,11 +124,23 @@ std::map<std::string, std::string> run_identity(const Options& o, const Rank& jo
           {"augment", fmt("%.17g", o.augment_p)}};
 }
 
+// Checkpoint metadata keys of the GradScaler's state (--amp fp16): "grad_scaler.scale", ...
+constexpr const char* kScalerPrefix = "grad_scaler.";
+
 // The training step's optimizer: Adam over every parameter, or under --zero the shard of Adam
 // that ZeroRedundancyOptimizer gives this rank. Checkpoints always hold Adam's whole state.
+// --amp fp16 adds a GradScaler (not with --zero: options.cpp), whose overflow flag is all-reduced
+// under --ddp so every rank skips the same steps; its state travels in the checkpoint metadata.
 class TrainOptimizer {
  public:
-  TrainOptimizer(const Options& o, const Rank& job, WordLangModel& model) : model_(model), lr_(o.lr) {
+  TrainOptimizer(const Options& o, const Rank& job, WordLangModel& model, Device device) : model_(model), lr_(o.lr) {
+    ember::optim::GradScalerOptions so;
+    so.enabled = o.amp == "fp16";
+    if (so.enabled && job.group) {
+      so.found_inf_sync = ember::parallel::all_reduce_found_inf(
+          job.group, job.group->backend_name() == "nccl" ? device : Device::cpu(), job.timeout_ms);
+    }
+    scaler_ = std::make_unique<ember::optim::GradScaler>(so);
     if (o.zero) {
       const double lr = o.lr;
       zero_ = std::make_unique<ember::parallel::ZeroRedundancyOptimizer>(
@@ -135,7 +152,28 @@ class TrainOptimizer {
     }
   }
   void zero_grad() { zero_ ? zero_->zero_grad() : adam_->zero_grad(); }
-  void step() { zero_ ? zero_->step() : static_cast<void>(adam_->step()); }
+  void step() {
+    if (scaler_->is_enabled()) {
+      scaler_->step(*adam_);
+      scaler_->update();
+      return;
+    }
+    zero_ ? zero_->step() : static_cast<void>(adam_->step());
+  }
+  /// The loss to call backward() on (scaled under --amp fp16).
+  Tensor scale(const Tensor& loss) const { return scaler_->scale(loss); }
+  const ember::optim::GradScaler& scaler() const { return *scaler_; }
+  void save_scaler(std::map<std::string, std::string>& extra) const {
+    for (const auto& [key, value] : scaler_->state_dict()) extra[kScalerPrefix + key] = fmt("%.17g", value);
+  }
+  /// The loss scale goes on where it was; a checkpoint without one (no fp16) leaves it fresh.
+  void load_scaler(const std::map<std::string, std::string>& extra) {
+    std::map<std::string, double> state;
+    for (const auto& [key, value] : extra) {
+      if (key.rfind(kScalerPrefix, 0) == 0) state[key.substr(std::strlen(kScalerPrefix))] = std::stod(value);
+    }
+    if (scaler_->is_enabled() && !state.empty()) scaler_->load_state_dict(state);
+  }
   /// The whole state as one Adam (a collective under --zero: every rank calls it); `fn` runs on
   /// rank 0 only.
   void with_whole_state(const Rank& job, const std::function<void(const ember::optim::Optimizer&)>& fn) {
@@ -167,6 +205,7 @@ class TrainOptimizer {
   double lr_;
   std::unique_ptr<ember::optim::Adam> adam_;
   std::unique_ptr<ember::parallel::ZeroRedundancyOptimizer> zero_;
+  std::unique_ptr<ember::optim::GradScaler> scaler_;
 };
 
 // Where a run continues: after `epochs_done` epochs and `samples` samples (global) of the next,
@@ -207,6 +246,7 @@ ResumePoint resume_from(const Options& o, const Rank& job, TrainOptimizer& optim
   }
   std::map<std::string, std::string> extra;
   optimizer.load(path, &extra);
+  optimizer.load_scaler(extra);
   for (const auto& [key, value] : run_identity(o, job)) {
     auto it = extra.find(key);
     EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "rnn_dp: --resume: ", path,
@@ -244,6 +284,7 @@ void save_state(const Options& o, const Rank& job, const WordLangModel& model, T
     extra["epoch_seen"] = fmt("%.17g", at.seen);
     extra["step"] = std::to_string(at.step);
     extra["world_size"] = std::to_string(job.world);
+    optimizer.save_scaler(extra);
     if (r != nullptr) {
       extra["loss"] = fmt("%.17g", r->loss);
       extra["test_acc"] = fmt("%.17g", r->test_acc);
@@ -270,6 +311,7 @@ void append_metrics(const Options& o, const Rank& job, const EpochResult& r, con
                       {"test_words", test_words},
                       {"devices", devs},
                       {"data_parallel", !o.ddp && !o.single_device && devices.size() > 1},
+                      {"amp", o.amp.empty() ? "none" : o.amp},
                       {"ddp_world_size", o.ddp ? job.world : 0},
                       {"workers", o.workers},
                       {"threads_per_device", threads},
@@ -383,7 +425,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   mc.total_length = o.total_length;
   auto model = std::make_shared<WordLangModel>(mc);
   model->to(device0);
-  TrainOptimizer optimizer(o, job, *model);  // see Note [Resume at any world size]
+  TrainOptimizer optimizer(o, job, *model, device0);  // see Note [Resume at any world size]
   ResumePoint resumed;
   if (o.resume) resumed = resume_from(o, job, optimizer, n_train, info);
   const int start_epoch = resumed.epochs_done + 1;
@@ -456,6 +498,16 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   say(info, "rnn_dp: batch %lld, Adam lr %g, seed %llu, %d DataLoader workers, %d thread%s per %s, batch_first=%s\n",
       static_cast<long long>(o.batch_size), o.lr, static_cast<unsigned long long>(o.seed), o.workers, threads,
       threads == 1 ? "" : "s", o.ddp ? "rank" : "device", o.batch_first ? "true" : "false");
+  // --amp: autocast on device0's type around the forward and the loss (and the test pass).
+  const std::optional<ember::DType> amp_dtype =
+      o.amp.empty() ? std::nullopt : std::optional<ember::DType>(o.amp == "fp16" ? ember::kFloat16 : ember::kBFloat16);
+  auto autocast_guard = [&] {
+    return std::make_unique<ember::autocast>(device0.type, amp_dtype.value_or(ember::kBFloat16), amp_dtype.has_value());
+  };
+  if (amp_dtype) {
+    say(info, "rnn_dp: mixed precision: autocast to %s on %s%s\n", o.amp.c_str(), device0.str().c_str(),
+        optimizer.scaler().is_enabled() ? ", GradScaler (initial scale 65536)" : "");
+  }
 
   std::vector<EpochResult> results;
   int64_t step = resumed.step;
@@ -485,10 +537,14 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     auto train_pass = [&] {
       for (auto& [padded, lengths, labels] : loader) {
         optimizer.zero_grad();
-        const Tensor logits = train_logits(padded, lengths);
-        const Tensor loss = ember::nn::F::cross_entropy(
-            logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
-        loss.backward();
+        Tensor loss;
+        {
+          const auto amp = autocast_guard();
+          const Tensor logits = train_logits(padded, lengths);
+          loss = ember::nn::F::cross_entropy(
+              logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
+        }
+        optimizer.scale(loss).backward();
         optimizer.step();
         const size_t b = static_cast<size_t>(labels.size(0));
         loss_sum += loss.item() * static_cast<double>(b);
@@ -533,6 +589,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     int64_t correct = 0;
     {
       ember::NoGradGuard no_grad;
+      const auto amp = autocast_guard();
       for (size_t i = static_cast<size_t>(job.rank); i < test_batches.size(); i += static_cast<size_t>(job.world)) {
         const auto& [padded, lengths, labels] = test_batches[i];
         const Tensor logits = eval_logits(padded, lengths);

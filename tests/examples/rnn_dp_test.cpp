@@ -199,6 +199,43 @@ TEST_F(RnnDp, NoTotalLengthFailsWithDataParallelsError) {
 
 // Regression: --limit took the alphabetically first N words of each split, so a quick run trained
 // on words A..C and tested on a ten times wider range (test_acc stuck near 0.3 while the loss fell).
+// --amp bf16 (autocast on cpu:0 and in the DataParallel replicas) tracks the float32 reference.
+TEST_F(RnnDp, AmpBf16TracksFloat32) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const TrainingRun& dp = reference_run();
+  TrainingRun amp(*root_, "amp_bf16");
+  RunResult r = amp.exec(kShort + " --epochs 2 --devices cpu:0,cpu:1 --amp bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("mixed precision: autocast to bf16 on cpu:0"), std::string::npos) << r.output;
+  auto a = read_metrics(dp.metrics()), b = read_metrics(amp.metrics());
+  ASSERT_EQ(b.size(), 2u);
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(b[e]["amp"].get<std::string>(), "bf16");
+    // Seen: 1.7426 / 1.5633 against float32's 1.7426 / 1.5632.
+    EXPECT_NEAR(a[e]["loss"].get<double>(), b[e]["loss"].get<double>(), 0.01) << "epoch " << e + 1;
+  }
+  EXPECT_LT(b[1]["loss"].get<double>(), 0.95 * b[0]["loss"].get<double>());
+}
+
+// --amp fp16 checkpoints the GradScaler's state and --resume continues from it.
+TEST_F(RnnDp, AmpFp16CheckpointsTheLossScale) {
+  SKIP_WITHOUT_WORD_LISTS();
+  TrainingRun amp(*root_, "amp_fp16");
+  RunResult r = amp.exec(kShort + " --epochs 1 --single-device --amp fp16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("GradScaler (initial scale 65536)"), std::string::npos) << r.output;
+  std::ifstream in(amp.last(), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes.find("grad_scaler.scale\":\"65536\""), std::string::npos);  // 19 clean steps: no change
+  EXPECT_NE(bytes.find("grad_scaler._growth_tracker\":\"19\""), std::string::npos);
+  r = amp.exec(kShort + " --epochs 2 --single-device --amp fp16 --resume");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  std::ifstream in2(amp.last(), std::ios::binary);
+  const std::string bytes2((std::istreambuf_iterator<char>(in2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(bytes2.find("grad_scaler._growth_tracker\":\"38\""), std::string::npos);  // continued, not restarted
+}
+
 TEST(RnnDpData, LimitDrawsTrainAndTestWordsFromTheSameRange) {
   if (!have_word_lists()) GTEST_SKIP() << "the word lists are not installed (scripts/setup.sh installs them)";
   const rnn_dp::WordLangSplits full = rnn_dp::load_wordlang(kDictDir);
@@ -246,6 +283,9 @@ TEST(RnnDpCli, BadFlagsExitWith2AndSayWhy) {
   r = run_rnn_dp("--frobnicate");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--frobnicate"), std::string::npos) << r.output;
+  r = run_rnn_dp("--amp fp8");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--amp: expected bf16 or fp16, got 'fp8'"), std::string::npos) << r.output;
   r = run_rnn_dp("--devices cpu:0,gpu:1");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   r = run_rnn_dp("--help");

@@ -17,6 +17,8 @@
 #include "parallel/distributed/mpi/process_group_mpi.h"
 #endif
 #if EMBER_HAVE_NCCL
+#include "core/device.h"
+#include "parallel/distributed/detail/local_device.h"
 #include "parallel/distributed/nccl/process_group_nccl.h"
 #endif
 
@@ -219,7 +221,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
     if (backend == "nccl" && !options.store && options.init_method.empty() && !env.master_addr && env.under_mpirun) {
       ProcessGroupNCCLOptions no;
       no.timeout_ms = options.timeout_ms;
-      if (env.local_rank) no.device = *env.local_rank;
+      // local_rank % device_count: a rank shown only its own GPU (CUDA_VISIBLE_DEVICES) takes device 0.
+      if (env.local_rank) no.device = detail::local_device_index(env.local_rank, cuda_device_count());
       // Only MPI_COMM_WORLD's rank 0 draws the id; everyone gets its bytes.
       std::vector<uint8_t> id = mpi::world_rank() == 0 ? ProcessGroupNCCL::make_unique_id() : std::vector<uint8_t>();
       id = mpi::broadcast_bytes(std::move(id), ProcessGroupNCCL::kUniqueIdBytes);
@@ -245,7 +248,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ini
 #if EMBER_HAVE_NCCL
         ProcessGroupNCCLOptions no;
         no.timeout_ms = options.timeout_ms;
-        if (env.local_rank) no.device = *env.local_rank;
+        if (env.local_rank) no.device = detail::local_device_index(env.local_rank, cuda_device_count());
         pg = std::make_shared<ProcessGroupNCCL>(store, rank, world_size, no);
 #endif
       }

@@ -1,13 +1,22 @@
 // The nccl backend (CUDA builds only): ranks as threads, one GPU each, over a shared
 // HashStore; the closed-form table of process_group_test_util.h on CUDA tensors, CPU tensors
-// rejected, and a missing rank failing rendezvous within the timeout. Skips without a GPU;
-// the two-rank tests skip with fewer than two.
+// rejected, and a missing rank failing rendezvous within the timeout; the regressions of issue
+// 16's review (end event on the group's device, barrier ordering, bounded destructor,
+// LOCAL_RANK % device_count, Work::wait ordering the caller's stream). Skips without
+// a GPU; the two-rank tests skip with fewer than two (NCCL refuses two ranks on one GPU).
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include <chrono>
+#include <cstdlib>
+#include <future>
+
 #include "core/device.h"
 #include "core/error.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/stream.h"
 #include "parallel/distributed/hash_store.h"
 #include "parallel/distributed/nccl/process_group_nccl.h"
 #include "tests/parallel/process_group_test_util.h"
@@ -61,6 +70,92 @@ TEST(ProcessGroupNCCL, MissingRankFailsRendezvousWithinTheTimeout) {
   o.timeout_ms = 2000;
   // Rank 0 of 2 alone: ncclCommInitRank never completes; the non-blocking init gives up.
   EXPECT_THROW(ProcessGroupNCCL(store, 0, 2, o), DistributedError);
+}
+
+TEST(ProcessGroupNCCL, SecondRanksFirstCollectiveFromAThreadOnAnotherDevice) {
+  // Regression: the Work's end event was created on the calling thread's current device (0 for
+  // a fresh thread) and recorded on rank 1's stream on cuda:1, which fails.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  on_gpus(2, [](ProcessGroupNCCL& pg) {
+    Tensor t = full({8}, pg.rank() + 1.0, TensorOptions(kFloat32).device(Device::cuda(pg.device())));
+    pg.all_reduce(t)->wait();
+    EXPECT_EQ(native::to(t, Device::cpu()).to_vector<float>(), std::vector<float>(8, 3.0f));
+  });
+}
+
+TEST(ProcessGroupNCCL, BarrierIsOrderedAfterTheCallersWork) {
+  // Regression: the barrier's buffer was zeroed on the caller's stream after the start event.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  on_gpus(2, [](ProcessGroupNCCL& pg) {
+    for (int i = 0; i < 50; ++i) pg.barrier()->wait();
+    Tensor t = full({1}, 1.0, TensorOptions(kFloat32).device(Device::cuda(pg.device())));
+    pg.all_reduce(t)->wait();
+    EXPECT_EQ(t.item(), 2.0);
+  });
+}
+
+TEST(ProcessGroupNCCL, DestructorIsBoundedWhenAPeerNeverJoins) {
+  // Regression: an unbounded cudaStreamSynchronize in the destructor hung on a collective the
+  // peer never joined. Rank 1 skips the all_reduce; rank 0 destroys its group at once.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  auto store = std::make_shared<HashStore>();
+  std::promise<void> rank0_done;
+  auto done = rank0_done.get_future();
+  std::thread rank1([&] {
+    ProcessGroupNCCLOptions o;
+    o.device = 1;
+    o.timeout_ms = 3000;
+    ProcessGroupNCCL pg(store, 1, 2, o);
+    done.wait_for(std::chrono::seconds(120));
+  });
+  auto destroyed = std::async(std::launch::async, [&] {
+    ProcessGroupNCCLOptions o;
+    o.device = 0;
+    o.timeout_ms = 3000;
+    auto pg = std::make_unique<ProcessGroupNCCL>(store, 0, 2, o);
+    Tensor t = ones({1024}, TensorOptions(kFloat32).device(Device::cuda(0)));
+    auto w = pg->all_reduce(t);
+    pg.reset();  // must come back: bounded by timeout_ms, then the communicator is aborted
+  });
+  EXPECT_EQ(destroyed.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  rank0_done.set_value();
+  rank1.join();
+  if (destroyed.valid()) destroyed.get();
+}
+
+TEST(ProcessGroupNCCL, LocalRankIsTakenModuloTheDeviceCount) {
+  // Regression: LOCAL_RANK was the device index unmodified; with CUDA_VISIBLE_DEVICES showing a
+  // rank only its own GPU, LOCAL_RANK=count asked for a device that does not exist.
+  const int count = cuda_device_count();
+  if (count < 1) GTEST_SKIP() << "no CUDA device";
+  const char* old = std::getenv("LOCAL_RANK");
+  const std::string saved = old ? old : "";
+  ::setenv("LOCAL_RANK", std::to_string(count).c_str(), 1);
+  auto store = std::make_shared<HashStore>();
+  ProcessGroupNCCLOptions o;  // device -1: from LOCAL_RANK
+  o.timeout_ms = 60'000;
+  try {
+    ProcessGroupNCCL pg(store, 0, 1, o);
+    EXPECT_EQ(pg.device(), 0);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  if (old) ::setenv("LOCAL_RANK", saved.c_str(), 1); else ::unsetenv("LOCAL_RANK");
+}
+
+TEST(ProcessGroupNCCL, WaitOrdersTheCallersCurrentStream) {
+  // Work::wait makes the caller's current stream wait for the operation's event, so work queued
+  // on a non-default stream after wait() reads the reduced values.
+  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  on_gpus(2, [](ProcessGroupNCCL& pg) {
+    const Device d = Device::cuda(pg.device());
+    StreamGuard guard(new_stream(d));
+    Tensor t = full({1 << 20}, pg.rank() + 1.0, TensorOptions(kFloat32).device(d));
+    pg.all_reduce(t)->wait();
+    Tensor doubled = native::mul(t, 2.0);  // on the current (non-default) stream
+    current_stream(d).synchronize();
+    EXPECT_EQ(native::sum(native::to(doubled, Device::cpu())).item(), 6.0 * (1 << 20));
+  });
 }
 
 }  // namespace

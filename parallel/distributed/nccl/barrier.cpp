@@ -6,8 +6,11 @@
 namespace ember::parallel::nccl {
 
 void barrier(const Comm& c, const OpInfo& info, std::vector<Tensor>& keep) {
-  Tensor one = zeros({1}, TensorOptions(kFloat32).device(Device::cuda(c.device)));
+  // Zeroed on the group's stream, after its start event (regression: a fill on the caller's
+  // stream after the start event was not ordered before the all-reduce).
+  Tensor one = empty({1}, TensorOptions(kFloat32).device(Device::cuda(c.device)));
   keep.push_back(one);
+  EMBER_CUDA_RT_CHECK(cudaMemsetAsync(one.raw_data(), 0, sizeof(float), c.stream), info.description);
   EMBER_NCCL_CALL(c, ncclAllReduce(one.raw_data(), one.raw_data(), 1, ncclFloat32, ncclSum, c.comm, c.stream),
                   info.description);
 }

@@ -33,8 +33,10 @@ void barrier(const Comm& c, const OpInfo& info, std::vector<Tensor>& keep);
 void send(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int dst);
 void recv(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int src);
 
-/// Runs `expr` and settles it (the communicator is non-blocking).
-#define EMBER_NCCL_CALL(c, expr, who) \
-  EMBER_NCCL_CHECK(::ember::parallel::nccl::detail::settle((c).comm, (expr), (c).deadline), who)
+/// Runs `expr` and settles it (the communicator is non-blocking); still in progress at the
+/// deadline is a DistributedError.
+#define EMBER_NCCL_CALL(c, expr, who)                                                                     \
+  ::ember::parallel::nccl::detail::check_settled(                                                         \
+      ::ember::parallel::nccl::detail::settle((c).comm, (expr), (c).deadline), #expr, (who), __FILE__, __LINE__)
 
 }  // namespace ember::parallel::nccl

@@ -5,10 +5,13 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/stream.h"
+#include "parallel/distributed/detail/local_device.h"
 #include "parallel/distributed/nccl/collectives.h"
 
 // Note [nccl completion and failure]
@@ -65,7 +68,11 @@ class NcclWork final : public Work {
  public:
   NcclWork(std::string description, std::shared_ptr<ProcessGroupNCCL::Impl> impl)
       : Work(std::move(description)), impl_(std::move(impl)) {
-    cudaEventCreateWithFlags(&end_, cudaEventDisableTiming);
+    // On the group's device: an event is recorded only on a stream of the device it was created
+    // on (regression: created on the thread's current device, a second rank's first collective
+    // failed to record it on its group's stream).
+    DeviceGuard guard(impl_->comm.device);
+    EMBER_CUDA_RT_CHECK(cudaEventCreateWithFlags(&end_, cudaEventDisableTiming), this->description());
     deadline_ = Clock::now() + std::chrono::milliseconds(impl_->timeout_ms);
   }
   ~NcclWork() override {
@@ -101,7 +108,18 @@ class NcclWork final : public Work {
 
   bool is_completed() override { return poll(); }
 
+  /// Orders the calling thread's current stream on the group's device after the operation
+  /// (cudaStreamWaitEvent), without blocking the host, as PyTorch's WorkNCCL::wait does; kernels
+  /// the caller launches next on that stream see the results.
+  void wait_stream() {
+    DeviceGuard guard(impl_->comm.device);
+    const Stream s = current_stream(Device::cuda(impl_->comm.device));
+    cudaStream_t stream = s.is_default() ? cudaStreamLegacy : reinterpret_cast<cudaStream_t>(s.id());
+    EMBER_CUDA_RT_CHECK(cudaStreamWaitEvent(stream, end_, 0), description());
+  }
+
   void wait(int64_t timeout_ms) override {
+    wait_stream();  // the stream-side wait first; then the host waits too (wait()'s contract)
     const auto start = Clock::now();
     while (!poll()) {
       if (timeout_ms >= 0 && Clock::now() - start >= std::chrono::milliseconds(timeout_ms)) throw_timeout(timeout_ms);
@@ -211,7 +229,8 @@ void ProcessGroupNCCL::init(std::vector<uint8_t> unique_id, ProcessGroupNCCLOpti
   int device = options.device;
   if (device < 0) {
     const char* lr = std::getenv("LOCAL_RANK");
-    device = lr != nullptr ? std::atoi(lr) % count : 0;
+    device = parallel::detail::local_device_index(lr != nullptr ? std::optional<int>(std::atoi(lr)) : std::nullopt,
+                                                  count);
   }
   EMBER_CHECK_T(ValueError, device < count, who(), ": device ", device, " requested but only ", count, " visible");
   impl_ = std::make_shared<Impl>();
@@ -259,10 +278,19 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   }
   DeviceGuard guard(impl_->comm.device);
   if (!broken) {
-    // Let what is enqueued finish (bounded by each op's own deadline through the Works'
-    // events), then free the communicator; a broken one was aborted already.
-    cudaStreamSynchronize(impl_->comm.stream);
-    ncclCommDestroy(impl_->comm.comm);
+    // Let what is enqueued finish, for at most timeout_ms (regression: an unbounded
+    // cudaStreamSynchronize hung here when a peer had died), then free the communicator; one
+    // still busy then is aborted, which ends kernels waiting on a dead peer. A broken one was
+    // aborted already.
+    const auto deadline = Clock::now() + std::chrono::milliseconds(impl_->timeout_ms);
+    cudaError_t q;
+    while ((q = cudaStreamQuery(impl_->comm.stream)) == cudaErrorNotReady && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (q == cudaSuccess) {
+      ncclCommDestroy(impl_->comm.comm);
+    } else {
+      ncclCommAbort(impl_->comm.comm);
+    }
   }
   cudaStreamDestroy(impl_->comm.stream);
 }
@@ -300,6 +328,10 @@ std::shared_ptr<Work> launch(const std::shared_ptr<ProcessGroupNCCL::Impl>& impl
       return work;
     }
   }
+  // Declared outside the try: on an enqueue failure the buffers stay alive until the communicator
+  // is aborted, since copies and kernels already queued may still touch them (regression: they
+  // were released by the unwinding before break_group ran).
+  std::vector<Tensor> keep;
   try {
     DeviceGuard guard(impl->comm.device);
     cudaEvent_t start;
@@ -309,7 +341,7 @@ std::shared_ptr<Work> launch(const std::shared_ptr<ProcessGroupNCCL::Impl>& impl
     cudaEventDestroy(start);
     nccl::Comm c = impl->comm;
     c.deadline = work->deadline();
-    std::vector<Tensor> keep = std::move(tensors);
+    keep = std::move(tensors);
     body(c, keep);
     EMBER_CUDA_RT_CHECK(cudaEventRecord(work->end_event(), impl->comm.stream), info.description);
     work->keep(std::move(keep));
@@ -317,6 +349,7 @@ std::shared_ptr<Work> launch(const std::shared_ptr<ProcessGroupNCCL::Impl>& impl
     const std::string msg = e.what();
     impl->break_group(msg);  // an enqueue that failed half-way leaves the ranks out of step
     work->finish(std::make_exception_ptr(DistributedError(msg)));
+    keep.clear();  // only now: the abort ended what the stream had queued on them
     return work;
   }
   {

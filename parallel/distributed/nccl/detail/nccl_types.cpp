@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "parallel/distributed/detail/call_settle.h"
 
 namespace ember::parallel::nccl::detail {
 
@@ -40,12 +41,25 @@ void throw_cuda_error(cudaError_t e, const char* expr, const std::string& who, c
 }
 
 ncclResult_t settle(ncclComm_t comm, ncclResult_t r, std::chrono::steady_clock::time_point deadline) {
-  while (r == ncclInProgress) {
-    if (std::chrono::steady_clock::now() >= deadline) return ncclInProgress;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) return ncclSystemError;
+  using parallel::detail::CallState;
+  auto state_of = [](ncclResult_t x) {
+    return x == ncclSuccess ? CallState::kDone : x == ncclInProgress ? CallState::kInProgress : CallState::kFailed;
+  };
+  ncclResult_t last = r;
+  parallel::detail::settle_until(state_of(r), deadline, [&] {
+    if (ncclCommGetAsyncError(comm, &last) != ncclSuccess) last = ncclSystemError;
+    return state_of(last);
+  });
+  return last;  // ncclInProgress: the deadline passed
+}
+
+void check_settled(ncclResult_t r, const char* expr, const std::string& who, const char* file, int line) {
+  if (r == ncclSuccess) return;
+  if (r == ncclInProgress) {
+    ::ember::detail::throw_error<DistributedError>(file, line, who, ": ", expr,
+                                                   " did not finish before the operation's deadline");
   }
-  return r;
+  throw_nccl_error(r, expr, who, file, line);
 }
 
 }  // namespace ember::parallel::nccl::detail

@@ -24,6 +24,9 @@ ncclRedOp_t nccl_op(ReduceOp op);
 /// until it settles or the deadline passes. Returns the final result (ncclInProgress when
 /// the deadline passed).
 ncclResult_t settle(ncclComm_t comm, ncclResult_t r, std::chrono::steady_clock::time_point deadline);
+/// Throws DistributedError unless a settled call succeeded: ncclInProgress here means its
+/// deadline passed, a timeout, never a success.
+void check_settled(ncclResult_t r, const char* expr, const std::string& who, const char* file, int line);
 
 }  // namespace ember::parallel::nccl::detail
 

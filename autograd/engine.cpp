@@ -8,6 +8,7 @@
 #include <exception>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <thread>
 #include <unordered_map>
@@ -15,6 +16,8 @@
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/stream.h"
+#include "core/thread_device.h"
 
 // Note [Engine threads]
 // Every device has one worker thread with a ready queue, started on first use. A node runs on
@@ -31,6 +34,9 @@
 // forward) run first. A backward started on a worker thread (reentrant, e.g. from a custom
 // Function's backward) runs its GraphTask inline on that thread so it cannot deadlock waiting
 // for itself. After fork() the child starts with no workers and creates them again on demand.
+// A worker owns its device for its whole life (Note [Device-owning threads] in core/thread_device.h):
+// it calls set_thread_device once, and runs each CUDA node under the stream that the thread
+// which called backward had current on that device.
 
 namespace ember::autograd {
 namespace {
@@ -55,6 +61,9 @@ struct GraphTask {
   std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> capture;
   TensorList* captured = nullptr;
   bool run_accumulate = true;
+  // The backward caller's current stream of each CUDA device (index = device index); empty
+  // without CUDA devices. Written before any node is scheduled, then read only.
+  std::vector<Stream> caller_streams;
 };
 
 struct NodeTask {
@@ -125,6 +134,12 @@ class Workers {
   static void worker_loop(ReadyQueue* q, int device_idx) {
     t_is_worker = true;
     t_worker_device = device_idx;
+    const Device device(static_cast<DeviceType>(device_idx / kMaxDevicesPerType), device_idx % kMaxDevicesPerType);
+    try {
+      set_thread_device(device);
+    } catch (const std::exception&) {
+      // A CUDA device that cannot be made current: each node's own device guard reports it.
+    }
     GradMode::set_enabled(false);
     std::vector<NodeTask> local;
     t_local = &local;
@@ -250,6 +265,11 @@ void run_task(NodeTask&& t) {
   std::unique_lock<std::mutex> done_lock(keep->mu, std::defer_lock);
   if (!task->failed.load(std::memory_order_acquire)) {
     try {
+      std::optional<StreamGuard> stream;
+      const Device d = node.device();
+      if (d.is_cuda() && d.index >= 0 && static_cast<size_t>(d.index) < task->caller_streams.size()) {
+        stream.emplace(task->caller_streams[static_cast<size_t>(d.index)]);
+      }
       TensorList& inputs = t.inputs;
       run_hooks(node, inputs);
       if (task->captured) {
@@ -302,6 +322,7 @@ void execute(const std::vector<Edge>& roots, TensorList root_grads, bool keep_gr
              TensorList* captured) {
   auto task = std::make_shared<GraphTask>();
   task->keep_graph = keep_graph;
+  for (int i = 0; i < cuda_device_count(); ++i) task->caller_streams.push_back(current_stream(Device::cuda(i)));
   if (capture) {
     task->captured = captured;
     task->run_accumulate = false;

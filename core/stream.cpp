@@ -1,6 +1,7 @@
 // The device-neutral half of streams (core/stream.h): the per-thread current stream table and
 // the pool's round robin. The CUDA calls live in core/cuda/cuda_stream.cpp.
 #include "core/stream.h"
+#include "core/thread_device.h"
 
 #include <array>
 #include <atomic>
@@ -13,6 +14,7 @@ namespace {
 
 // The calling thread's current stream id per CUDA device (0: the default stream).
 thread_local std::array<uint64_t, kMaxDevicesPerType> t_current{};
+thread_local std::optional<Device> t_thread_device;  // see Note [Device-owning threads]
 
 std::array<std::atomic<uint32_t>, kMaxDevicesPerType> g_next_pool_slot{};
 
@@ -64,8 +66,19 @@ StreamGuard::~StreamGuard() {
   if (previous_.device().is_cuda()) t_current[static_cast<size_t>(previous_.device().index)] = previous_.id();
 }
 
+void set_thread_device(Device device) {
+  if (device.is_cuda()) {
+    check_cuda_index(device, "set_thread_device");
+    detail::cuda_set_thread_device(device.index);
+  }
+  t_thread_device = device;
+}
+
+std::optional<Device> thread_device() { return t_thread_device; }
+
 #if !EMBER_HAVE_CUDA
 namespace detail {
+void cuda_set_thread_device(int) { EMBER_THROW(Error, "set_thread_device: ember was built without CUDA"); }
 uint64_t cuda_pool_stream(int, int) { EMBER_THROW(Error, "new_stream: ember was built without CUDA"); }
 void cuda_stream_synchronize(int, uint64_t) {}
 bool cuda_stream_query(int, uint64_t) { return true; }

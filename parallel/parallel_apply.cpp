@@ -18,6 +18,8 @@
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "core/stream.h"
+#include "core/thread_device.h"
 
 // Note [Replica threads]
 // Each device has one persistent replica thread with a FIFO of jobs, started on first use
@@ -28,12 +30,23 @@
 // queueing behind its own job would deadlock. Concurrent parallel_run calls from different
 // user threads share the device threads; their jobs run in arrival order. The threads are
 // named "dp-<device>" (e.g. dp-cpu:1). After fork() the child forgets the parent's threads
-// (leaked, as the engine's) and starts new ones on demand.
+// (leaked, as the engine's) and starts new ones on demand. Each thread owns its device (Note
+// [Device-owning threads] in core/thread_device.h): set_thread_device once when it starts, and each
+// job runs under the caller's current stream of that device.
 
 namespace ember::parallel {
 namespace {
 
 thread_local bool t_is_replica_thread = false;
+
+// set_thread_device for a replica thread; a CUDA device that cannot be made current is reported
+// by the replica's own ops (their device guards), not here.
+void own_device(Device device) {
+  try {
+    set_thread_device(device);
+  } catch (const std::exception&) {
+  }
+}
 
 // What a group of jobs waits on.
 struct Latch {
@@ -87,8 +100,9 @@ class ReplicaThreads {
       // Named "dp-cpu:1" (".1" appended for a second occurrence) for top, gdb and profilers.
       std::array<char, 16> name{};
       std::snprintf(name.data(), name.size(), occurrence > 0 ? "dp-%s.%d" : "dp-%s", device.str().c_str(), occurrence);
-      std::thread([raw, name] {
+      std::thread([raw, name, device] {
         pthread_setname_np(pthread_self(), name.data());
+        own_device(device);
         loop(raw);
       }).detach();
     }
@@ -176,12 +190,16 @@ void parallel_run(const std::vector<std::function<void()>>& fns, const std::vect
   std::vector<Failure> failures(fns.size());
   Latch latch;
   latch.pending = fns.size();
+  // The caller's current stream of each replica's device, made current for the replica's job.
+  std::vector<Stream> streams;
+  for (const Device& d : devices) streams.push_back(current_stream(d));
   auto job = [&](size_t i) {
     return [&, i] {
       try {
         autograd::AutoGradMode mode(grad);
         autograd::autocast cpu_cast(DeviceType::CPU, cpu_autocast_dtype, cpu_autocast);
         autograd::autocast cuda_cast(DeviceType::CUDA, cuda_autocast_dtype, cuda_autocast);
+        StreamGuard stream(streams[i]);
         fns[i]();
       } catch (const std::exception& e) {
         failures[i] = {std::current_exception(), type_name(typeid(e)), e.what()};
@@ -196,8 +214,9 @@ void parallel_run(const std::vector<std::function<void()>>& fns, const std::vect
   } else if (t_is_replica_thread) {
     std::vector<std::thread> threads;
     for (size_t i = 0; i < fns.size(); ++i) {
-      threads.emplace_back([f = job(i)] {
+      threads.emplace_back([f = job(i), device = devices[i]] {
         t_is_replica_thread = true;
+        own_device(device);
         f();
       });
     }

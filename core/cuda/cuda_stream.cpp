@@ -8,6 +8,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 #include "core/stream.h"
+#include "core/thread_device.h"
 
 namespace ember {
 namespace cuda {
@@ -41,6 +42,8 @@ uint64_t cuda_pool_stream(int device_index, int slot) {
   }
   return id;
 }
+
+void cuda_set_thread_device(int device_index) { EMBER_CUDA_CHECK(cudaSetDevice(device_index)); }
 
 void cuda_stream_synchronize(int device_index, uint64_t id) {
   cuda::CudaDeviceGuard guard(device_index);

@@ -143,6 +143,7 @@ void register_cuda_backend() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_raw_memory_backend(DeviceType::CUDA, cuda::cuda_raw_memory_backend());
+    register_pinned_memory_backend(cuda::cuda_pinned_memory_backend());
     native::detail::set_cuda_kernels(&cuda::g_kernels);
   });
 }

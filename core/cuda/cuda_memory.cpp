@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_stream.h"
 
 namespace ember::cuda {
@@ -100,6 +101,22 @@ void cuda_free(void* ptr, int device_index) {
   if (cudaFree(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
+// Pinned host memory (core/pinned_memory.h): cudaHostAlloc through a checked call; out of
+// memory is nullptr (the pinned allocator empties its cache and retries), anything else throws.
+void* cuda_host_alloc(size_t num_bytes) {
+  void* ptr = nullptr;
+  if (const cudaError_t err = cudaHostAlloc(&ptr, num_bytes, cudaHostAllocDefault); err != cudaSuccess) {
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    EMBER_CUDA_CHECK(err);
+  }
+  return ptr;
+}
+
+void cuda_host_free(void* ptr) { EMBER_CUDA_CHECK(cudaFreeHost(ptr)); }
+
 size_t cuda_capacity(int device_index) {
   QuietDeviceGuard guard(device_index);
   if (!guard.ok()) return 0;
@@ -117,6 +134,16 @@ ember::detail::RawMemoryBackend cuda_raw_memory_backend() {
   ember::detail::RawMemoryBackend b{&cuda_alloc, &cuda_free, &cuda_capacity};
   b.alloc_error = &cuda_alloc_error;
   b.mem_info = &cuda_mem_info;
+  b.record_event = &cuda_record_event;
+  b.event_done = &cuda_event_done;
+  b.destroy_event = &cuda_destroy_event;
+  return b;
+}
+
+ember::detail::PinnedMemoryBackend cuda_pinned_memory_backend() {
+  ember::detail::PinnedMemoryBackend b;
+  b.alloc = &cuda_host_alloc;
+  b.free = &cuda_host_free;
   b.record_event = &cuda_record_event;
   b.event_done = &cuda_event_done;
   b.destroy_event = &cuda_destroy_event;

@@ -5,9 +5,12 @@
 // allocator can free its cache, retry and raise its own error. Thread-safe.
 #pragma once
 #include "core/allocator.h"
+#include "core/pinned_memory.h"
 
 namespace ember::cuda {
 
 ember::detail::RawMemoryBackend cuda_raw_memory_backend();
+/// cudaHostAlloc / cudaFreeHost and the same events, for core/pinned_memory.h.
+ember::detail::PinnedMemoryBackend cuda_pinned_memory_backend();
 
 }  // namespace ember::cuda

@@ -1,0 +1,86 @@
+// Page-locked ("pinned") host memory from a caching allocator (Note [Pinned host memory] in
+// core/pinned_memory.cpp): the memory asynchronous host<->device copies need. The system calls
+// (cudaHostAlloc / cudaFreeHost, events) come from a backend that core/cuda registers; tests
+// give an allocator a fake one. Every function here is thread-safe (one mutex per allocator).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/stream.h"
+
+namespace ember {
+
+namespace detail {
+/// The system side of pinned memory. alloc returns nullptr when out of memory (and throws
+/// Error for any other failure); the event functions are those of Note [Stream-aware frees].
+struct PinnedMemoryBackend {
+  void* (*alloc)(size_t num_bytes) = nullptr;
+  void (*free)(void* ptr) = nullptr;
+  void* (*record_event)(int device_index, uint64_t stream) = nullptr;
+  bool (*event_done)(void* event) = nullptr;
+  void (*destroy_event)(void* event) = nullptr;
+};
+/// Installs the backend of pinned_allocator() (core/cuda does, at register_cuda_backend()).
+void register_pinned_memory_backend(PinnedMemoryBackend backend);
+}  // namespace detail
+
+class PinnedAllocator {
+ public:
+  explicit PinnedAllocator(detail::PinnedMemoryBackend backend);
+  /// Returns cached blocks to the system; blocks still in use are left to their owners.
+  ~PinnedAllocator();
+  PinnedAllocator(const PinnedAllocator&) = delete;
+  PinnedAllocator& operator=(const PinnedAllocator&) = delete;
+
+  /// At least num_bytes of pinned memory (a CPU DataPtr), from a cached block of the rounded
+  /// size (a power of two, >= 512 bytes) whose recorded uses have completed, else from the
+  /// system; on failure the cache is emptied and the system asked once more, then
+  /// OutOfMemoryError. 0 bytes: a null DataPtr.
+  DataPtr allocate(size_t num_bytes);
+  /// Marks the block holding `ptr` as used by work queued on `stream` (a CUDA stream; a no-op
+  /// for CPU streams and memory of another allocator): once freed, the block is reused only
+  /// after an event recorded on that stream at the free has completed.
+  void record_stream(const void* ptr, Stream stream);
+  /// True when `ptr` lies inside a block of this allocator that is in use.
+  bool contains(const void* ptr) const;
+  /// Returns free blocks whose uses have completed to the system.
+  void empty_cache();
+
+  struct Stats {
+    int64_t allocated_bytes = 0;  // in blocks handed out
+    int64_t reserved_bytes = 0;   // in all blocks (handed out, cached, pending)
+    int64_t cached_blocks = 0;    // free and reusable
+    int64_t pending_blocks = 0;   // freed, waiting for their events
+    int64_t system_allocs = 0;    // backend.alloc calls that succeeded
+  };
+  Stats stats() const;
+
+ private:
+  struct Block {
+    size_t size = 0;
+    bool in_use = false;
+    std::vector<Stream> streams;  // uses recorded while in use
+    std::vector<void*> events;    // recorded at free, one per stream
+  };
+  static void delete_block(void* ctx, void* ptr);
+  void release(void* ptr);
+  void process_events_locked();
+  std::vector<void*> take_free_locked();
+
+  detail::PinnedMemoryBackend backend_;
+  mutable std::mutex mu_;
+  std::map<uintptr_t, Block> blocks_;              // every block by address; guarded by mu_
+  std::multimap<size_t, void*> free_;              // reusable blocks by size; guarded by mu_
+  std::vector<void*> pending_;                     // freed blocks with events; guarded by mu_
+  int64_t system_allocs_ = 0;                      // guarded by mu_
+};
+
+/// The process's pinned allocator (over core/cuda's backend). Throws Error when ember was built
+/// without CUDA or no CUDA device is visible: pinned memory needs the CUDA driver.
+PinnedAllocator& pinned_allocator();
+
+}  // namespace ember

@@ -1,0 +1,148 @@
+// The caching pinned-host allocator's logic (Note [Pinned host memory] in
+// core/pinned_memory.cpp) over a fake backend with controllable events, so it runs without CUDA:
+// blocks are cached by rounded size and reused, a block whose use was recorded on a stream is
+// not reused until the event recorded at its free completes, empty_cache returns only ready
+// blocks, a failing system allocation empties the cache and retries before OutOfMemoryError,
+// and pinned_allocator() is a clear Error where no CUDA device is visible.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/pinned_memory.h"
+
+namespace ember {
+namespace {
+
+// The fake system: malloc'd blocks, a budget of system bytes, events that finish on command.
+struct Fake {
+  static inline int64_t live_bytes = 0, budget = 1 << 30, allocs = 0, frees = 0;
+  static inline std::vector<bool> events;  // event i+1 done?
+  static void reset(int64_t b = 1 << 30) {
+    live_bytes = 0;
+    budget = b;
+    allocs = frees = 0;
+    events.clear();
+  }
+  static void* alloc(size_t n) {
+    if (live_bytes + static_cast<int64_t>(n) > budget) return nullptr;
+    live_bytes += static_cast<int64_t>(n);
+    ++allocs;
+    void* p = std::malloc(n + sizeof(size_t));
+    *static_cast<size_t*>(p) = n;
+    return static_cast<size_t*>(p) + 1;
+  }
+  static void free(void* p) {
+    size_t* base = static_cast<size_t*>(p) - 1;
+    live_bytes -= static_cast<int64_t>(*base);
+    ++frees;
+    std::free(base);
+  }
+  static void* record_event(int, uint64_t) {
+    events.push_back(false);
+    return reinterpret_cast<void*>(events.size());  // 1-based handle
+  }
+  static bool event_done(void* e) { return events[reinterpret_cast<size_t>(e) - 1]; }
+  static void destroy_event(void*) {}
+  static detail::PinnedMemoryBackend backend() {
+    detail::PinnedMemoryBackend b;
+    b.alloc = &alloc;
+    b.free = &free;
+    b.record_event = &record_event;
+    b.event_done = &event_done;
+    b.destroy_event = &destroy_event;
+    return b;
+  }
+};
+
+// A CUDA stream value for record_stream; the fake never touches a device.
+const Stream kCopyStream(Device::cuda(0), 0x1234);
+
+TEST(PinnedMemory, FreedBlockOfTheSameSizeClassIsReused) {
+  Fake::reset();
+  PinnedAllocator a(Fake::backend());
+  void* first = nullptr;
+  {
+    DataPtr p = a.allocate(1000);  // rounded to 1024
+    first = p.get();
+    EXPECT_TRUE(p.device().is_cpu());
+    EXPECT_TRUE(a.contains(first));
+    EXPECT_TRUE(a.contains(static_cast<char*>(first) + 1023));
+    EXPECT_EQ(a.stats().allocated_bytes, 1024);
+  }
+  EXPECT_FALSE(a.contains(first)) << "a freed block is not in use";
+  EXPECT_EQ(a.stats().cached_blocks, 1);
+  DataPtr again = a.allocate(600);  // also 1024
+  EXPECT_EQ(again.get(), first);
+  EXPECT_EQ(Fake::allocs, 1);
+  DataPtr other = a.allocate(2000);  // 2048: a new block
+  EXPECT_NE(other.get(), first);
+  EXPECT_EQ(Fake::allocs, 2);
+  EXPECT_EQ(a.allocate(0).get(), nullptr);
+}
+
+TEST(PinnedMemory, BlockUsedByACopyWaitsForItsEventBeforeReuse) {
+  Fake::reset();
+  PinnedAllocator a(Fake::backend());
+  void* used = nullptr;
+  {
+    DataPtr p = a.allocate(4096);
+    used = p.get();
+    a.record_stream(static_cast<char*>(used) + 100, kCopyStream);  // a view into the block
+    a.record_stream(used, kCopyStream);                             // the same stream once
+    a.record_stream(used, Stream(Device::cpu()));                   // CPU streams: nothing to wait for
+  }
+  ASSERT_EQ(Fake::events.size(), 1u) << "one event per recorded CUDA stream, recorded at the free";
+  EXPECT_EQ(a.stats().pending_blocks, 1);
+  DataPtr while_copying = a.allocate(4096);
+  EXPECT_NE(while_copying.get(), used) << "reused while the copy may still read it";
+  a.empty_cache();
+  EXPECT_EQ(Fake::frees, 0) << "empty_cache freed a block whose copy is pending";
+  Fake::events[0] = true;  // the copy finished
+  DataPtr after = a.allocate(4096);
+  EXPECT_EQ(after.get(), used);
+  EXPECT_EQ(a.stats().pending_blocks, 0);
+}
+
+TEST(PinnedMemory, EmptyCacheReturnsReadyBlocksOnly) {
+  Fake::reset();
+  PinnedAllocator a(Fake::backend());
+  { DataPtr p = a.allocate(512); }
+  DataPtr kept = a.allocate(8192);
+  a.empty_cache();
+  EXPECT_EQ(Fake::frees, 1);
+  EXPECT_EQ(a.stats().reserved_bytes, 8192);
+  EXPECT_EQ(a.stats().cached_blocks, 0);
+}
+
+TEST(PinnedMemory, FailedSystemAllocationEmptiesTheCacheThenRaisesOutOfMemory) {
+  Fake::reset(/*budget=*/4096);
+  PinnedAllocator a(Fake::backend());
+  { DataPtr p = a.allocate(4096); }  // cached: the whole budget
+  DataPtr q = a.allocate(2048);      // needs the cached 4096 block returned to the system first
+  EXPECT_NE(q.get(), nullptr);
+  EXPECT_EQ(Fake::frees, 1);
+  try {
+    DataPtr r = a.allocate(4096);
+    FAIL() << "no OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("pinned host memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("4096"), std::string::npos) << msg;
+  }
+}
+
+TEST(PinnedMemory, ProcessAllocatorNeedsACudaDevice) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: pinned_allocator() works here";
+  try {
+    pinned_allocator();
+    FAIL() << "pinned_allocator() without a CUDA device did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a CUDA device"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,10 +1,12 @@
 #include "parallel/comm.h"
 
+#include <algorithm>
 #include <sstream>
 #include <utility>
 
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "parallel/detail/comm_nccl.h"
 
 namespace ember::parallel::comm {
 namespace {
@@ -102,11 +104,15 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
     }
     out[i].resize(tensors.size());
   }
+  const size_t root = static_cast<size_t>(std::find(devices.begin(), devices.end(), src) - devices.begin());
   for (const auto& bucket : buckets) {
     Tensor flat = flatten_bucket(tensors, bucket);
+    // All-GPU device lists go through NCCL (Note [NCCL in comm]); the others copy peer to peer.
+    const bool nccl = detail::use_nccl(devices, src, flat.dtype());
+    std::vector<Tensor> copies = nccl ? detail::nccl_broadcast(flat, devices, root) : std::vector<Tensor>{};
     for (size_t i = 0; i < devices.size(); ++i) {
       if (devices[i] == src) continue;
-      unflatten_bucket(native::to(flat, devices[i]), tensors, bucket, out[i]);
+      unflatten_bucket(nccl ? copies[i] : native::to(flat, devices[i]), tensors, bucket, out[i]);
     }
   }
   return out;
@@ -147,11 +153,18 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
   std::vector<Tensor> out(ref.size());
   if (ref.empty()) return out;
   Device dst = destination ? *destination : ref[0].device();
+  std::vector<Device> list_devices;
+  for (const auto& list : inputs) list_devices.push_back(list[0].device());
+  const size_t root =
+      static_cast<size_t>(std::find(list_devices.begin(), list_devices.end(), dst) - list_devices.begin());
   for (const auto& bucket : make_buckets(ref, buffer_bytes)) {
     std::vector<Tensor> flats;
     flats.reserve(inputs.size());
     for (const auto& list : inputs) flats.push_back(flatten_bucket(list, bucket));
-    unflatten_bucket(reduce_add(flats, dst), ref, bucket, out);
+    // One list per GPU, the destination among them: an NCCL reduce (Note [NCCL in comm]).
+    const bool nccl = detail::use_nccl(list_devices, dst, flats[0].dtype());
+    unflatten_bucket(nccl ? detail::nccl_reduce_add(flats, list_devices, root) : reduce_add(flats, dst), ref, bucket,
+                     out);
   }
   return out;
 }

@@ -1,7 +1,10 @@
 // comm: copies between the devices of one process, the building blocks of DataParallel (as
 // torch.cuda.comm): broadcast, scatter, gather, reduce_add and their coalesced forms. On CPU
 // logical devices (cpu:0, cpu:1, ...) every copy is a memcpy; on CUDA a peer copy through
-// native::to / native::copy_. Nothing here records autograd history (the differentiable
+// native::to / native::copy_, except that the coalesced broadcast and reduce among distinct GPUs
+// go through NCCL where the build has it (one cached communicator per device list, each device's
+// current stream; Note [NCCL in comm] in parallel/cuda/comm_nccl.cpp; EMBER_COMM_NCCL=0 turns it
+// off). Nothing here records autograd history (the differentiable
 // Scatter/Gather are in parallel/scatter_gather.h). Thread-safe: inputs are only read.
 #pragma once
 #include <cstddef>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu_bundle.sh [BUILD_DIR] [OUT_DIR] -- packs what scripts/gpu_check.sh runs into a folder of at
 # most 64 MiB that runs on a machine with a GPU but without ember's Debian packages (OpenBLAS,
-# Boost, OpenMPI, GoogleTest): the GPU test binaries, rnn_dp, ember-bench-lstm, the shared
+# Boost, OpenMPI, GoogleTest): the GPU test binaries, rnn_dp, ember-run, ember-bench-lstm, the shared
 # libraries they load (found with ldd), the example's word lists, the PyTorch side of the LSTM
 # benchmark (bench/bench_lstm_torch.py: run where the GPU machine's python3 has a CUDA torch), and
 # gpu_check.sh itself.
@@ -36,7 +36,7 @@ rm -rf "$out"
 stage=$out/.stage
 mkdir -p "$stage/bin" "$stage/lib" "$stage/dict" "$stage/bench"
 cp bench/bench_lstm_torch.py "$stage/bench/"
-for name in $gpu_tests rnn_dp ember-bench-lstm; do
+for name in $gpu_tests rnn_dp ember-run ember-bench-lstm; do
   f=$(find "$build" -name "$name" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
   [ -n "$f" ] || { echo "gpu_bundle: $name was not built in $build" >&2; exit 1; }
   cp "$f" "$stage/bin/$name"

@@ -7,6 +7,7 @@
 #   gpu-tests       every test labelled `gpu` (ctest -L gpu; in a bundle the same binaries)
 #   example-1gpu    one epoch of examples/rnn_dp on cuda:0 (--single-device)
 #   example-dp      one epoch under DataParallel on cuda:0,cpu:0, and on all GPUs when >= 2
+#   example-ddp-nccl one epoch of rnn_dp --ddp --backend nccl under ember-run, one rank per GPU
 #   sanitizer       compute-sanitizer (memcheck) over the GPU tests, where it is installed
 #   bench           ember-bench-lstm --device cuda:0 (with PyTorch's step on the GPU where the
 #                   machine's python3, or $EMBER_BENCH_PYTHON, imports a CUDA torch)
@@ -117,7 +118,7 @@ if [ -z "$bin" ]; then
   mkdir -p "$bin"
   # The binaries the steps run, found by their ctest names and target names.
   gpu_tests=$(ctest --test-dir "$build" -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
-  for name in $gpu_tests rnn_dp ember-bench-lstm; do
+  for name in $gpu_tests rnn_dp ember-run ember-bench-lstm; do
     f=$(find "$build" -name "$name" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
     [ -n "$f" ] && ln -sf "$f" "$bin/$name"
   done
@@ -135,7 +136,7 @@ gpu_tests_cmd() {
   return $rc
 }
 # Shared-library check first: a missing CUDA runtime library is named, not a cryptic loader error.
-for t in $gpu_tests rnn_dp ember-bench-lstm; do
+for t in $gpu_tests rnn_dp ember-run ember-bench-lstm; do
   [ -x "$bin/$t" ] && ldd "$bin/$t" | grep 'not found' | sed "s|^|$t: |"
 done | sort -u >"$out/missing-libs.log"
 if [ -s "$out/missing-libs.log" ]; then
@@ -152,6 +153,14 @@ if [ -x "$bin/rnn_dp" ]; then
   if [ "$ngpu" -ge 2 ]; then
     all=$(seq -s, -f 'cuda:%g' 0 $((ngpu - 1)))
     run_step example-dp-all-gpus 120 "$bin/rnn_dp" "${example_args[@]}" --devices "$all"
+  fi
+  # DDP over nccl, one rank per GPU (each on cuda:LOCAL_RANK); the global batch splits evenly.
+  if [ -x "$bin/ember-run" ]; then
+    run_step example-ddp-nccl 120 "$bin/ember-run" --nproc-per-node "$ngpu" "$bin/rnn_dp" "${example_args[@]}" \
+      --ddp --backend nccl --batch-size $((32 * ngpu)) --checkpoint-dir "$out/ddp-nccl-checkpoints" \
+      --metrics "$out/ddp-nccl-metrics.jsonl"
+  else
+    record example-ddp-nccl FAIL 0 "ember-run binary not found"
   fi
 else
   record example-1gpu FAIL 0 "rnn_dp binary not found"

@@ -15,7 +15,9 @@ namespace ember_examples {
 std::vector<double> DistributedJob::sum(std::vector<double> values) const {
   if (!group || world == 1) return values;
   ember::Tensor t = ember::from_vector(values);
+  if (group->backend_name() == "nccl" && t.device() != device) t = t.to(device);  // nccl: CUDA tensors only
   group->all_reduce(t, ember::parallel::ReduceOp::SUM)->wait(timeout_ms);
+  if (!t.device().is_cpu()) t = t.to(ember::Device::cpu(0));
   const double* p = t.data_ptr<double>();
   return std::vector<double>(p, p + values.size());
 }
@@ -24,13 +26,16 @@ void DistributedJob::barrier() const {
   if (group && world > 1) group->barrier()->wait(timeout_ms);
 }
 
-namespace {
-std::string pick_backend(const JobOptions& o, const ember::parallel::DistributedEnv& env) {
-  if (!o.backend.empty()) return o.backend;
-  if (env.under_mpirun) return "mpi";
-  return ember::cuda_device_count() > 0 ? "nccl" : "tcp";
+std::string default_ddp_backend(const std::string& explicit_backend, bool under_mpirun, int cuda_devices) {
+  if (!explicit_backend.empty()) return explicit_backend;
+  if (cuda_devices > 0) return "nccl";
+  return under_mpirun ? "mpi" : "tcp";
 }
-}  // namespace
+
+ember::Device ddp_device(int local_rank, int cuda_devices) {
+  EMBER_CHECK_T(ember::ValueError, local_rank >= 0, "ddp_device: LOCAL_RANK must be >= 0, got ", local_rank);
+  return cuda_devices > 0 ? ember::Device::cuda(local_rank % cuda_devices) : ember::Device::cpu(0);
+}
 
 DistributedJob join_job(const std::string& program, const JobOptions& o, std::FILE* out) {
   DistributedJob job;
@@ -39,7 +44,8 @@ DistributedJob join_job(const std::string& program, const JobOptions& o, std::FI
   EMBER_CHECK_T(ember::ValueError, env.rank && env.world_size, program,
                 ": --ddp needs a launcher: run it under `ember-run --nproc-per-node N` or `mpirun -np N` "
                 "(or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)");
-  const std::string backend = pick_backend(o, env);
+  const int gpus = ember::cuda_device_count();
+  const std::string backend = default_ddp_backend(o.backend, env.under_mpirun, gpus);
   ember::parallel::InitOptions io;
   io.timeout_ms = o.timeout_s * 1000;
   job.group = ember::parallel::init_process_group(backend, io);
@@ -48,6 +54,7 @@ DistributedJob join_job(const std::string& program, const JobOptions& o, std::FI
   job.local_rank = env.local_rank.value_or(0);
   job.local_world = env.local_world_size.value_or(1);
   job.timeout_ms = io.timeout_ms;
+  job.device = ddp_device(job.local_rank, gpus);
   // Every rank says who it is (ember-run prefixes the line with the rank): a test or an
   // operator can find the process of a given rank, and on tcp the address its peers reach.
   std::string where;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
 #include "parallel/distributed/process_group.h"
 
 namespace ember_examples {
@@ -21,8 +22,10 @@ struct DistributedJob {
   int local_rank = 0;
   int local_world = 1;
   int64_t timeout_ms = 0;
+  ember::Device device = ember::Device::cpu(0);  // the rank's device: ddp_device(local_rank, GPUs)
   bool is_main() const { return rank == 0; }
-  /// Sums `values` over the ranks (returns them unchanged outside a job).
+  /// Sums `values` over the ranks (returns them unchanged outside a job); over nccl on the rank's
+  /// device (nccl reduces only CUDA tensors), over tcp and mpi on the host.
   std::vector<double> sum(std::vector<double> values) const;
   /// Waits for every rank (nothing outside a job).
   void barrier() const;
@@ -30,9 +33,18 @@ struct DistributedJob {
 
 struct JobOptions {
   bool ddp = false;     // false: a one-process "job" (rank 0 of 1, no group)
-  std::string backend;  // tcp | mpi | nccl; empty: mpi under mpirun, nccl with GPUs, else tcp
+  std::string backend;  // tcp | mpi | nccl; empty: default_ddp_backend
   int64_t timeout_s = 300;
 };
+
+/// The backend of a --ddp job: `explicit_backend` (--backend) when set; else nccl wherever CUDA
+/// devices are visible (under mpirun too), and without GPUs mpi under mpirun, tcp otherwise.
+std::string default_ddp_backend(const std::string& explicit_backend, bool under_mpirun, int cuda_devices);
+
+/// The device of the rank with this local rank: cuda:(local_rank % cuda_devices) with GPUs (so
+/// per-rank CUDA_VISIBLE_DEVICES, which leaves each rank one device, also works), else cpu:0.
+/// Throws ValueError for a negative local rank.
+ember::Device ddp_device(int local_rank, int cuda_devices);
 
 /// Joins the job the launcher started (or returns rank 0 of 1 without --ddp). Every rank prints
 /// "<program>: rank R of W (local rank L, pid P), <backend> backend" to `out` once. Throws

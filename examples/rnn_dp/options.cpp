@@ -40,8 +40,8 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
                         `ember-run --nproc-per-node N` or `mpirun -np N`; --batch-size is
                         the global batch (each rank takes batch/N), rank 0 prints and
                         checkpoints
-  --backend NAME        --ddp: tcp | mpi | nccl (default: mpi under mpirun, nccl with
-                        GPUs, else tcp)
+  --backend NAME        --ddp: tcp | mpi | nccl (default: nccl with GPUs, under mpirun
+                        too; else mpi under mpirun, tcp otherwise)
   --timeout S           --ddp: seconds any collective may take before it fails (default 300)
   --zero                --ddp: shard Adam's state over the ranks (ZeroRedundancyOptimizer);
                         checkpoints hold it whole, so they resume with or without --zero

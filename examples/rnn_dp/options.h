@@ -30,7 +30,7 @@ struct Options {
   bool resume = false;
   bool single_device = false;   // no DataParallel: the model on devices[0]
   bool ddp = false;             // DistributedDataParallel: one rank per process (ember-run, mpirun)
-  std::string backend;          // --ddp: tcp | mpi | nccl; empty: mpi under mpirun, nccl on GPUs, else tcp
+  std::string backend;          // --ddp: tcp | mpi | nccl; empty: default_ddp_backend (train.h)
   int64_t timeout_s = 300;      // --ddp: bound on every collective and the rendezvous
   bool zero = false;            // --ddp: ZeroRedundancyOptimizer (each rank keeps 1/N of Adam's state)
   bool uneven = false;          // --ddp: shards without padding, training inside DistributedDataParallel::join

@@ -357,8 +357,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   std::FILE* info = job.is_main() ? out : nullptr;  // only rank 0 reports (see Note [DDP mode])
   std::vector<Device> devices;
   if (o.ddp) {
-    const int gpus = ember::cuda_device_count();
-    devices = {gpus > 0 ? Device::cuda(job.local_rank % gpus) : Device::cpu(0)};
+    devices = {job.device};  // cuda:(local rank % GPUs), else cpu:0
   } else {
     devices = o.devices.empty() ? ember::parallel::default_data_parallel_devices() : o.devices;
     if (o.single_device) devices.resize(1);

@@ -25,6 +25,7 @@
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/sgd.h"
+#include "tests/nn/checkpoint_device_util.h"
 #include "tests/nn/nn_test_util.h"
 
 namespace ember::nn {
@@ -94,6 +95,13 @@ TEST_F(Checkpoint, ResumedTrainingIsBitExact) {
   for (auto& [idx, st] : sa.state) {
     for (auto& [key, t] : st) EXPECT_TRUE(bit_equal(t, sb.state.at(idx).at(key))) << idx << "." << key;
   }
+}
+
+// map_location-like loading: a checkpoint goes where the model it is loaded into is (a GPU run's
+// checkpoint resumes on CPU and the reverse; cuda_checkpoint_test covers cuda:0).
+TEST_F(Checkpoint, LoadsOntoTheDeviceOfTheModelLoadedInto) {
+  testing::expect_checkpoint_moves(Device::cpu(0), Device::cpu(1), path("a.safetensors"));
+  testing::expect_checkpoint_moves(Device::cpu(1), Device::cpu(0), path("b.safetensors"));
 }
 
 TEST_F(Checkpoint, FileLayoutIsNamedTensorsPlusJsonMetadata) {

@@ -32,33 +32,17 @@
 #include "nn/optim/sgd.h"
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
+#include "tests/parallel/faq_lstm.h"
 
 namespace ember::parallel {
 namespace {
 
-constexpr double kTol = 1e-5;
+using namespace faq_test;
 
 std::vector<Device> cpus(int n) {
   std::vector<Device> d;
   for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
   return d;
-}
-
-std::vector<double> values(const Tensor& t) { return native::to(t, Device::cpu(0), kFloat64).to_vector<double>(); }
-
-void expect_near(const Tensor& actual, const Tensor& expected, double tol = kTol, const std::string& what = "") {
-  ASSERT_TRUE(actual.defined()) << what;
-  ASSERT_TRUE(expected.defined()) << what;
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  auto a = values(actual), e = values(expected);
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - e[i]));
-  EXPECT_LE(worst, tol) << what << ": max abs difference " << worst;
-}
-
-Tensor seeded_randn(const IntList& sizes, uint64_t seed, Device device = Device::cpu(0)) {
-  Generator gen(seed);
-  return native::to(randn(sizes, TensorOptions(), &gen), device);
 }
 
 // ---- test modules ----------------------------------------------------------------------------
@@ -236,36 +220,6 @@ class Meeting : public nn::Cloneable<Meeting> {
   std::shared_ptr<Shared> shared_;
 };
 
-/// The FAQ's module: pack_padded_sequence -> 2-layer LSTM -> pad_packed_sequence -> Linear.
-/// With use_total_length, every replica pads to the input's length (the FAQ's fix).
-class PackedLstm : public nn::Cloneable<PackedLstm> {
- public:
-  PackedLstm(bool batch_first, bool use_total_length)
-      : nn::Cloneable<PackedLstm>("PackedLstm"), batch_first_(batch_first), use_total_length_(use_total_length) {
-    reset();
-  }
-  void reset() override {
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(3, 5).num_layers(2).batch_first(batch_first_)));
-    head = register_module("head", std::make_shared<nn::Linear>(5, 2));
-  }
-  Tensor forward(const Tensor& padded_input, const Tensor& input_lengths) {
-    namespace rnn = nn::utils::rnn;
-    int64_t total_length = padded_input.size(batch_first_ ? 1 : 0);
-    auto packed = rnn::pack_padded_sequence(padded_input, input_lengths, batch_first_, /*enforce_sorted=*/false);
-    auto packed_output = std::get<0>(lstm->forward(packed));
-    std::optional<int64_t> pad_to;
-    if (use_total_length_) pad_to = total_length;
-    Tensor output = rnn::pad_packed_sequence(packed_output, batch_first_, 0.0, pad_to).first;
-    return head->forward(output);
-  }
-  std::shared_ptr<nn::LSTM> lstm;
-  std::shared_ptr<nn::Linear> head;
-
- private:
-  bool batch_first_;
-  bool use_total_length_;
-};
-
 /// Embedding -> Linear decoder sharing the embedding's weight (tied input/output embeddings),
 /// tied in reset() or by the caller after construction.
 class TiedLm : public nn::Cloneable<TiedLm> {
@@ -288,13 +242,6 @@ class TiedLm : public nn::Cloneable<TiedLm> {
  private:
   bool tie_in_reset_;
 };
-
-template <class M>
-std::vector<Tensor> grads_of(const M& m) {
-  std::vector<Tensor> out;
-  for (auto& p : m.parameters()) out.push_back(p.grad());
-  return out;
-}
 
 class DataParallelOnDevices : public ::testing::TestWithParam<int> {
  protected:
@@ -711,17 +658,6 @@ TEST_P(DataParallelOnDevices, TwentySgdStepsMatchTheSingleDeviceRun) {
 }
 
 // ---- the FAQ: pack -> LSTM -> unpack under DataParallel -------------------------------------------
-
-/// [T, B, 3] (or [B, T, 3]) input and lengths in [1, T] with the longest in the first replica's share.
-std::pair<Tensor, Tensor> sequence_batch(int64_t batch, int64_t steps, bool batch_first, uint64_t seed) {
-  Generator gen(seed);
-  Tensor lengths = randint(1, steps + 1, {batch}, TensorOptions(kInt64), &gen);
-  auto l = lengths.to_vector<int64_t>();
-  l[0] = steps;
-  for (size_t i = 1; i < l.size(); ++i) l[i] = std::min<int64_t>(l[i], steps - 1);
-  IntList shape = batch_first ? IntList{batch, steps, 3} : IntList{steps, batch, 3};
-  return {randn(shape, TensorOptions(), &gen), from_vector<int64_t>(l)};
-}
 
 class PackedLstmOnDevices : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:

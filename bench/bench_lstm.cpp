@@ -49,6 +49,7 @@
 #include "nn/optim/adam.h"
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
+#include "tests/support/faq_model.h"
 
 #ifndef EMBER_BENCH_LSTM_TORCH_SCRIPT
 #define EMBER_BENCH_LSTM_TORCH_SCRIPT "bench/bench_lstm_torch.py"
@@ -84,44 +85,21 @@ double median(std::vector<double> v) {
 }
 
 struct Model {
-  std::shared_ptr<nn::Embedding> emb = std::make_shared<nn::Embedding>(kVocab, kEmbed);
-  std::shared_ptr<nn::LSTM> lstm =
-      std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true));
-  std::shared_ptr<nn::Linear> lin = std::make_shared<nn::Linear>(kHidden, kVocab);
+  test_support::FaqModel model{kVocab, kEmbed, kHidden, kLayers};
   std::unique_ptr<optim::Adam> opt;
   Tensor tokens, targets;
   std::vector<int64_t> lengths;
 
   explicit Model(std::vector<int64_t> lens, Device device = Device::cpu()) : lengths(std::move(lens)) {
-    for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) m->to(device);
-    std::vector<Tensor> params;
-    for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) {
-      for (const Tensor& p : m->parameters()) params.push_back(p);
-    }
-    opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(1e-3));
+    model.to(device);
+    opt = std::make_unique<optim::Adam>(model.parameters(), optim::AdamOptions(1e-3));
     tokens = randint(0, kVocab, {kBatch, kSteps});
-    std::vector<int64_t> tg = randint(0, kVocab, {kBatch, kSteps}).to_vector<int64_t>();
-    for (int64_t b = 0; b < kBatch; ++b) {
-      for (int64_t t = lengths[static_cast<size_t>(b)]; t < kSteps; ++t) tg[static_cast<size_t>(b * kSteps + t)] = -100;
-    }
-    targets = from_vector<int64_t>(tg, {kBatch * kSteps});
+    targets = test_support::ignore_past_lengths(randint(0, kVocab, {kBatch, kSteps}).to_vector<int64_t>(), lengths, kSteps);
     tokens = ember::to(tokens, device);
     targets = ember::to(targets, device);
   }
 
-  void step() {
-    opt->zero_grad(/*set_to_none=*/true);
-    Tensor x = emb->forward(tokens);
-    auto packed = nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-    auto [out, state] = lstm->forward(packed);
-    auto [y, lens] = nn::utils::rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kSteps);
-    Tensor logits = lin->forward(y);
-    nn::functional::CrossEntropyOptions ce;
-    ce.ignore_index = -100;
-    Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, kVocab}), targets, ce);
-    loss.backward();
-    opt->step();
-  }
+  void step() { model.step(tokens, lengths, targets, *opt); }
 };
 
 // The matrix products of one training step, as (m, n, k) of C[m, n] = A[m, k] B[k, n]: per LSTM

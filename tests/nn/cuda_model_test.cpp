@@ -9,61 +9,25 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
-#include "autograd/ops.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
-#include "nn/embedding.h"
-#include "nn/functional.h"
-#include "nn/linear.h"
 #include "nn/optim/adam.h"
-#include "nn/rnn.h"
-#include "nn/utils/rnn.h"
 #include "tests/support/cuda.h"
+#include "tests/support/faq_model.h"
 
 namespace ember {
 namespace {
 
 constexpr int64_t kVocab = 40, kEmbed = 16, kHidden = 32, kBatch = 6, kSteps = 9;
 
-struct FaqModel {
-  std::shared_ptr<nn::Embedding> emb = std::make_shared<nn::Embedding>(kVocab, kEmbed, 0);
-  std::shared_ptr<nn::LSTM> lstm =
-      std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(2).dropout(0.3).batch_first(true));
-  std::shared_ptr<nn::Linear> lin = std::make_shared<nn::Linear>(kHidden, kVocab);
-
-  std::vector<Tensor> parameters() const {
-    std::vector<Tensor> out;
-    for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) {
-      for (const Tensor& p : m->parameters()) out.push_back(p);
-    }
-    return out;
-  }
-  void to(Device d) {
-    for (auto* m : std::initializer_list<nn::Module*>{emb.get(), lstm.get(), lin.get()}) m->to(d);
-  }
-
-  // One Adam step; returns the loss.
-  double step(const Tensor& tokens, const Tensor& lengths, const Tensor& targets, optim::Adam& opt) {
-    opt.zero_grad(true);
-    Tensor x = emb->forward(tokens);
-    auto packed = nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
-    auto [out, state] = lstm->forward(packed);
-    auto [y, lens] = nn::utils::rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kSteps);
-    Tensor logits = lin->forward(y);
-    nn::functional::CrossEntropyOptions ce;
-    ce.ignore_index = -100;
-    Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, kVocab}), targets, ce);
-    loss.backward();
-    opt.step();
-    return loss.item();
-  }
-};
+using test_support::FaqModel;
 
 TEST(CudaModel, FaqModelOneTrainingStepOnCudaMatchesCpu) {
   EMBER_REQUIRE_CUDA();
   manual_seed(11);
-  FaqModel cpu_model, gpu_model;
+  FaqModel cpu_model(kVocab, kEmbed, kHidden, /*num_layers=*/2, /*dropout=*/0.3, /*padding_idx=*/0);
+  FaqModel gpu_model(kVocab, kEmbed, kHidden, /*num_layers=*/2, /*dropout=*/0.3, /*padding_idx=*/0);
   // The same initial weights on both.
   auto cp = cpu_model.parameters(), gp = gpu_model.parameters();
   ASSERT_EQ(cp.size(), gp.size());
@@ -77,17 +41,13 @@ TEST(CudaModel, FaqModelOneTrainingStepOnCudaMatchesCpu) {
 
   Tensor lengths = from_vector<int64_t>({9, 3, 7, 1, 9, 5});
   Tensor tokens = randint(1, kVocab, {kBatch, kSteps});
-  std::vector<int64_t> tg = randint(0, kVocab, {kBatch * kSteps}).to_vector<int64_t>();
-  const auto lv = lengths.to_vector<int64_t>();
-  for (int64_t b = 0; b < kBatch; ++b) {
-    for (int64_t t = lv[static_cast<size_t>(b)]; t < kSteps; ++t) tg[static_cast<size_t>(b * kSteps + t)] = -100;
-  }
-  Tensor targets = from_vector<int64_t>(tg);
+  Tensor targets = test_support::ignore_past_lengths(randint(0, kVocab, {kBatch * kSteps}).to_vector<int64_t>(),
+                                                     lengths.to_vector<int64_t>(), kSteps);
 
   manual_seed(5);  // the CPU and CUDA default generators: the same dropout masks
-  const double cpu_loss = cpu_model.step(tokens, lengths, targets, cpu_opt);
+  const double cpu_loss = cpu_model.step(tokens, lengths, targets, cpu_opt).item();
   const Device gpu = Device::cuda(0);
-  const double gpu_loss = gpu_model.step(to(tokens, gpu), lengths, to(targets, gpu), gpu_opt);
+  const double gpu_loss = gpu_model.step(to(tokens, gpu), lengths, to(targets, gpu), gpu_opt).item();
   EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * (1 + std::fabs(cpu_loss)));
   cp = cpu_model.parameters();
   gp = gpu_model.parameters();

@@ -1,10 +1,13 @@
 #include "parallel/replicate.h"
 
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ops/native.h"
+#include "parallel/comm.h"
+#include "parallel/detail/comm_nccl.h"
 
 // Note [Replica parameters]
 // A replica is module.clone(devices[i]): its parameters are fresh leaves holding copies of the
@@ -21,6 +24,12 @@
 // engine's input buffer, added in arrival order: with 3 devices (a + b) + c and (a + c) + b
 // round differently, and two identical models under DataParallel got gradients that differed in
 // the last bits from the first steps on; see PackedLstmOnDevices.GradientsAreBitwiseReproducible.)
+// Across distinct GPUs holding the originals (all on one of them), where NCCL carries the
+// copies (comm::detail::use_nccl), the node sums with comm::reduce_add_coalesced instead: one
+// NCCL reduce per flat bucket on the devices' current streams (Note [NCCL in comm]), in NCCL's
+// order, which is fixed for a given device list and bucket size, so the result is still
+// reproducible run to run. It takes that path only when every replica delivered every gradient
+// in the originals' dtype; otherwise the per-parameter sum above.
 // Parameters whose original does not require grad stay detached leaves. Under NoGradGuard the
 // replicas are detached (PyTorch's replicate(detach=True)).
 // Replica 0 is a copy too, even on the source device: reusing the original would make its
@@ -34,6 +43,53 @@
 // way (they are fresh tensors nobody else holds). Buffers are copied.
 
 namespace ember::parallel {
+namespace {
+
+struct GradTarget {
+  Device device;
+  DType dtype;
+};
+
+// BroadcastBackward's sum through comm::reduce_add_coalesced over NCCL (Note [Replica
+// parameters]), or nullopt where that path does not apply. g is replica-major: replica i's
+// gradients are g[i * per .. (i + 1) * per), on devices[i], output q of each replica feeding
+// input output_input[q].
+std::optional<autograd::TensorList> reduce_over_nccl(const std::vector<GradTarget>& targets,
+                                                     const std::vector<size_t>& output_input,
+                                                     const std::vector<Device>& devices, autograd::FunctionNode& n,
+                                                     const autograd::TensorList& g) {
+  const size_t replicas = devices.size();
+  if (targets.empty() || replicas < 2 || output_input.size() % replicas != 0 || g.size() != output_input.size()) {
+    return std::nullopt;
+  }
+  const Device dst = targets[0].device;
+  if (!comm::detail::use_nccl(devices, dst, kFloat32)) return std::nullopt;
+  for (const GradTarget& t : targets) {
+    if (t.device != dst) return std::nullopt;
+  }
+  const size_t per = output_input.size() / replicas;
+  std::vector<std::vector<Tensor>> lists(replicas);
+  for (size_t i = 0; i < replicas; ++i) {
+    for (size_t q = 0; q < per; ++q) {
+      const Tensor& gi = g[i * per + q];
+      const size_t k = output_input[i * per + q];
+      if (k != output_input[q] || !gi.defined() || gi.device() != devices[i] || gi.dtype() != targets[k].dtype) {
+        return std::nullopt;
+      }
+      lists[i].push_back(gi);
+    }
+  }
+  std::vector<Tensor> sums = comm::reduce_add_coalesced(lists, dst);
+  autograd::TensorList r(targets.size());
+  for (size_t q = 0; q < per; ++q) {
+    const size_t k = output_input[q];
+    if (!n.needs_input_grad(k)) continue;
+    r[k] = r[k].defined() ? native::add(r[k], sums[q]) : sums[q];  // a parameter tied after construction
+  }
+  return r;
+}
+
+}  // namespace
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices) {
   EMBER_CHECK_T(ValueError, !devices.empty(), "replicate: expected at least one device, got an empty list");
@@ -86,11 +142,7 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
     replicas.push_back(std::move(replica));
   }
   if (!tracked.empty()) {
-    struct Target {
-      Device device;
-      DType dtype;
-    };
-    std::vector<Target> targets;
+    std::vector<GradTarget> targets;
     std::vector<const Tensor*> inputs;
     for (size_t j : tracked) {
       inputs.push_back(&originals[j]);
@@ -99,14 +151,15 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
     std::vector<Tensor*> outputs;
     for (Tensor& p : replica_params) outputs.push_back(&p);
     auto node = std::make_shared<autograd::FunctionNode>(
-        "BroadcastBackward", [targets, output_input](autograd::FunctionNode& n, autograd::TensorList& g) {
+        "BroadcastBackward", [targets, output_input, devices](autograd::FunctionNode& n, autograd::TensorList& g) {
+          if (auto r = reduce_over_nccl(targets, output_input, devices, n, g)) return std::move(*r);
           // Note [Replica gradient sum]: outputs are replica-major, so each input's gradient is
           // summed replica by replica, in device-list order.
           autograd::TensorList r(targets.size());
           for (size_t o = 0; o < output_input.size() && o < g.size(); ++o) {
             const size_t k = output_input[o];
             if (!n.needs_input_grad(k) || !g[o].defined()) continue;
-            const Target& to = targets[k];
+            const GradTarget& to = targets[k];
             const Tensor& gi = g[o];
             Tensor here = gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
                               ? nn::detail::alias_on_cpu_device(gi, to.device)

@@ -107,8 +107,9 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
   const size_t root = static_cast<size_t>(std::find(devices.begin(), devices.end(), src) - devices.begin());
   for (const auto& bucket : buckets) {
     Tensor flat = flatten_bucket(tensors, bucket);
-    // All-GPU device lists go through NCCL (Note [NCCL in comm]); the others copy peer to peer.
-    const bool nccl = detail::use_nccl(devices, src, flat.dtype());
+    // All-GPU device lists go through NCCL (Note [NCCL in comm]); the others, and lists NCCL
+    // does not work for (Note [NCCL fallback]), copy peer to peer.
+    const bool nccl = detail::use_nccl(devices, src, flat.dtype()) && detail::nccl_ready(devices);
     std::vector<Tensor> copies = nccl ? detail::nccl_broadcast(flat, devices, root) : std::vector<Tensor>{};
     for (size_t i = 0; i < devices.size(); ++i) {
       if (devices[i] == src) continue;
@@ -162,7 +163,7 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
     flats.reserve(inputs.size());
     for (const auto& list : inputs) flats.push_back(flatten_bucket(list, bucket));
     // One list per GPU, the destination among them: an NCCL reduce (Note [NCCL in comm]).
-    const bool nccl = detail::use_nccl(list_devices, dst, flats[0].dtype());
+    const bool nccl = detail::use_nccl(list_devices, dst, flats[0].dtype()) && detail::nccl_ready(list_devices);
     unflatten_bucket(nccl ? detail::nccl_reduce_add(flats, list_devices, root) : reduce_add(flats, dst), ref, bucket,
                      out);
   }

@@ -25,7 +25,7 @@
 // round differently, and two identical models under DataParallel got gradients that differed in
 // the last bits from the first steps on; see PackedLstmOnDevices.GradientsAreBitwiseReproducible.)
 // Across distinct GPUs holding the originals (all on one of them), where NCCL carries the
-// copies (comm::detail::use_nccl), the node sums with comm::reduce_add_coalesced instead: one
+// copies (comm::detail::use_nccl and nccl_ready, Note [NCCL fallback]), the node sums with comm::reduce_add_coalesced instead: one
 // NCCL reduce per flat bucket on the devices' current streams (Note [NCCL in comm]), in NCCL's
 // order, which is fixed for a given device list and bucket size, so the result is still
 // reproducible run to run. It takes that path only when every replica delivered every gradient
@@ -63,7 +63,7 @@ std::optional<autograd::TensorList> reduce_over_nccl(const std::vector<GradTarge
     return std::nullopt;
   }
   const Device dst = targets[0].device;
-  if (!comm::detail::use_nccl(devices, dst, kFloat32)) return std::nullopt;
+  if (!comm::detail::use_nccl(devices, dst, kFloat32) || !comm::detail::nccl_ready(devices)) return std::nullopt;
   for (const GradTarget& t : targets) {
     if (t.device != dst) return std::nullopt;
   }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/cuda/cuda_device.h"
@@ -42,7 +43,10 @@ std::vector<int> device_indices(const std::vector<Device>& devices) {
   return idx;
 }
 
-CommList& comms_for(const std::vector<int>& idx, const char* who) {
+// The cached communicators of `idx`, made by ncclCommInitAll on first use. Returns nullptr, with
+// NCCL's reason in `why`, when that fails (nothing is cached then: nccl_ready remembers the
+// failure, Note [NCCL fallback] in parallel/detail/comm_nccl.cpp).
+CommList* find_or_make_comms(const std::vector<int>& idx, std::string& why) {
   static std::mutex mu;
   static auto* cache = new std::map<std::vector<int>, std::unique_ptr<CommList>>();  // see the Note
   std::lock_guard<std::mutex> lock(mu);
@@ -50,10 +54,24 @@ CommList& comms_for(const std::vector<int>& idx, const char* who) {
   if (!slot) {
     auto list = std::make_unique<CommList>();
     list->comms.resize(idx.size());
-    EMBER_NCCL_CHECK(ncclCommInitAll(list->comms.data(), static_cast<int>(idx.size()), idx.data()), who);
+    const ncclResult_t rc = ncclCommInitAll(list->comms.data(), static_cast<int>(idx.size()), idx.data());
+    if (rc != ncclSuccess) {
+      const char* last = ncclGetLastError(nullptr);
+      why = std::string("ncclCommInitAll failed: ") + ncclGetErrorString(rc) +
+            (last != nullptr && *last != '\0' ? std::string(": ") + last : std::string());
+      cache->erase(idx);
+      return nullptr;
+    }
     slot = std::move(list);
   }
-  return *slot;
+  return slot.get();
+}
+
+CommList& comms_for(const std::vector<int>& idx, const char* who) {
+  std::string why;
+  CommList* list = find_or_make_comms(idx, why);
+  EMBER_CHECK_T(DistributedError, list != nullptr, who, ": ", why);
+  return *list;
 }
 
 // ncclGroupStart on construction, ncclGroupEnd on leaving scope (also when a call in the group
@@ -77,6 +95,12 @@ class NcclGroup {
 };
 
 }  // namespace
+
+std::string nccl_init_comm(const std::vector<Device>& devices) {
+  std::string why;
+  find_or_make_comms(device_indices(devices), why);
+  return why;
+}
 
 std::vector<Tensor> nccl_broadcast(const Tensor& flat, const std::vector<Device>& devices, size_t root) {
   const char* who = "broadcast_coalesced (nccl)";

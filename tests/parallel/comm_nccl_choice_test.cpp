@@ -1,6 +1,8 @@
 // Which coalesced copies take comm's NCCL path (Note [NCCL in comm]): decided without a GPU.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/config.h"
@@ -42,6 +44,57 @@ TEST(CommNcclChoice, UseNcclFollowsThisBuild) {
   EXPECT_FALSE(use_nccl({Device::cpu(0), Device::cpu(1)}, Device::cpu(0), kFloat32));
   EXPECT_EQ(use_nccl({g0, g1}, g0, kFloat32), EMBER_HAVE_NCCL != 0);
 }
+
+// Note [NCCL fallback]: a device list whose communicator cannot be made takes the peer-copy path
+// for the rest of the process, asked once.
+TEST(NcclSupport, AListWhoseCommunicatorFailsIsNotReadyAndIsAskedOnce) {
+  int calls = 0;
+  NcclSupport support([&](const std::vector<Device>&) {
+    ++calls;
+    return std::string("ncclCommInitAll failed: unhandled system error");
+  });
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(support.ready({g0, g1}));
+  EXPECT_FALSE(support.ready({g0, g1}));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(support.failure({g0, g1}), "ncclCommInitAll failed: unhandled system error");
+  // Reported once, naming the devices, the reason and the fallback.
+  EXPECT_NE(err.find("cuda:0,cuda:1"), std::string::npos) << err;
+  EXPECT_NE(err.find("unhandled system error"), std::string::npos) << err;
+  EXPECT_NE(err.find("peer to peer"), std::string::npos) << err;
+  EXPECT_EQ(err.find("cuda:0,cuda:1", err.find("cuda:0,cuda:1") + 1), std::string::npos) << err;
+}
+
+TEST(NcclSupport, EachOrderedListIsAskedOnItsOwnAndSuccessIsKept) {
+  std::vector<std::vector<Device>> asked;
+  NcclSupport support([&](const std::vector<Device>& devices) {
+    asked.push_back(devices);
+    return devices.size() == 3 ? std::string("no peer access") : std::string();
+  });
+  testing::internal::CaptureStderr();
+  EXPECT_TRUE(support.ready({g0, g1}));
+  EXPECT_TRUE(support.ready({g0, g1}));
+  EXPECT_TRUE(support.ready({g1, g0}));  // another order is another communicator (rank i is devices[i])
+  EXPECT_FALSE(support.ready({g0, g1, g2}));
+  testing::internal::GetCapturedStderr();
+  ASSERT_EQ(asked.size(), 3u);
+  EXPECT_EQ(asked[1], (std::vector<Device>{g1, g0}));
+  EXPECT_EQ(support.failure({g0, g1}), "");
+  EXPECT_EQ(support.failure({g0, g1, g2}), "no peer access");
+}
+
+TEST(NcclSupport, AnInitThatThrowsCountsAsAFailure) {
+  NcclSupport support([](const std::vector<Device>&) -> std::string { throw std::runtime_error("cudaErrorNoDevice"); });
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(support.ready({g0, g1}));
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(support.failure({g0, g1}), "cudaErrorNoDevice");
+}
+
+#if !EMBER_HAVE_NCCL
+TEST(NcclSupport, ABuildWithoutNcclIsNeverReady) { EXPECT_FALSE(nccl_ready({g0, g1})); }
+#endif
 
 }  // namespace
 }  // namespace ember::parallel::comm::detail

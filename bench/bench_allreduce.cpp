@@ -15,8 +15,25 @@
 //                                   64 MiB all_reduce: what it costs, however loaded the host
 // GB/s are 10^9 bytes per second, as nccl-tests count. Each repetition starts after a barrier
 // and is timed on rank 0 from the all_reduce call to the end of its wait.
-// Flags (for tuning): --segment-bytes N, --block-bytes N, --socket-buffer-bytes N (tcp), --only tcp|mpi,
-// --min-bytes N / --max-bytes N (restrict the sweep).
+// --backend nccl (Note [nccl all_reduce benchmark]) runs the nccl backend instead, over the GPUs:
+//   nccl_allreduce_<size>_busbw_gbps        as above, float32 on one GPU per rank (>= 2 GPUs)
+//   nccl_allreduce_<size>_algbw_gbps        bytes / time (with one GPU the only figure: a 1-rank
+//                                   all_reduce moves nothing between GPUs, busbw = 0 by definition)
+// and without a GPU or without NCCL in the build prints a `#` line saying why and exits 0.
+// Flags (for tuning): --segment-bytes N, --block-bytes N, --socket-buffer-bytes N (tcp),
+// --backend tcp|mpi|nccl (--only is the same; default: tcp and mpi), --min-bytes N / --max-bytes N
+// (restrict the sweep).
+//
+// Note [nccl all_reduce benchmark]
+// One process per GPU, as NCCL wants it: NCCL refuses two ranks of one communicator on one GPU
+// ("Duplicate GPU detected", ncclInvalidUsage), so with one GPU the job is one rank and reports
+// algbw (the time of NCCL's one-rank all_reduce, a device-local copy) and a `#` line instead of
+// nccl_allreduce_64mib_busbw_gbps. The ranks are this program re-executed (fork + exec of
+// /proc/self/exe --nccl-child RANK WORLD STORE): the parent asked the CUDA runtime for the device
+// count, and a forked child may not use a runtime its parent initialized. They meet over a
+// FileStore; rank r uses cuda:r. Each repetition is timed on rank 0 from the call to the end of
+// Work::wait, which blocks the host until the collective's end event (the group's stream), after
+// a barrier and a synchronize of the current stream so no earlier work is counted.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -26,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,8 +58,12 @@
 #include "core/ops/native.h"
 #include "parallel/distributed/file_store.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
+#include "core/stream.h"
 #if EMBER_HAVE_MPI
 #include "parallel/distributed/mpi/process_group_mpi.h"
+#endif
+#if EMBER_HAVE_NCCL
+#include "parallel/distributed/nccl/process_group_nccl.h"
 #endif
 
 namespace {
@@ -103,26 +125,29 @@ std::vector<std::pair<std::string, double>> read_records(const std::string& path
 
 // Returns false (after saying so on stderr) when a result was wrong.
 bool sweep(ProcessGroup& pg, const std::string& backend, size_t min_bytes = g_min_bytes,
-           size_t max_bytes = g_max_bytes) {
+           size_t max_bytes = g_max_bytes, Device device = Device::cpu()) {
   const int n = pg.size();
+  const Stream stream = current_stream(device);
   bool right = true;
   for (size_t bytes = 4 * kKiB; bytes <= 64 * kMiB; bytes *= 4) {
     if (bytes < min_bytes || bytes > max_bytes) continue;
     const int64_t numel = static_cast<int64_t>(bytes / sizeof(float));
-    Tensor t = ones({numel});
+    Tensor t = ones({numel}, TensorOptions().device(device));
     for (int w = 0; w < 3; ++w) pg.all_reduce(t)->wait();
     std::vector<double> seconds;
     double cpu = 0;
     for (int r = 0; r < reps_for(bytes); ++r) {
       native::fill_(t, 1.0);  // every repetition sums ones: each element must come out n
       pg.barrier()->wait();
+      stream.synchronize();  // the fill is done before the clock starts (a no-op on CPU)
       const double cpu_start = cpu_seconds();
       const auto start = Clock::now();
       pg.all_reduce(t)->wait();
       seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
       cpu += cpu_seconds() - cpu_start;
     }
-    const double lo = native::amin(t).item(), hi = native::amax(t).item();
+    const Tensor host = device.is_cpu() ? t : native::to(t, Device::cpu());
+    const double lo = native::amin(host).item(), hi = native::amax(host).item();
     if (lo != n || hi != n) {
       std::fprintf(stderr, "%s all_reduce of %s: elements in [%g, %g], expected all %d\n", backend.c_str(),
                    size_name(bytes).c_str(), lo, hi, n);
@@ -131,8 +156,12 @@ bool sweep(ProcessGroup& pg, const std::string& backend, size_t min_bytes = g_mi
     Tensor cpu_all = scalar_tensor(cpu / reps_for(bytes), kFloat64);  // both ranks' CPU per op
     pg.all_reduce(cpu_all)->wait();
     if (pg.rank() == 0) {
-      const double busbw = static_cast<double>(bytes) / median(seconds) * 2.0 * (n - 1) / n / 1e9;
-      std::printf("%s_allreduce_%s_busbw_gbps %.3f GB/s\n", backend.c_str(), size_name(bytes).c_str(), busbw);
+      const double algbw = static_cast<double>(bytes) / median(seconds) / 1e9;
+      const double busbw = algbw * 2.0 * (n - 1) / n;
+      if (device.is_cuda())
+        std::printf("%s_allreduce_%s_algbw_gbps %.3f GB/s\n", backend.c_str(), size_name(bytes).c_str(), algbw);
+      if (n > 1 || !device.is_cuda())
+        std::printf("%s_allreduce_%s_busbw_gbps %.3f GB/s\n", backend.c_str(), size_name(bytes).c_str(), busbw);
       record(backend + "_" + size_name(bytes), busbw);
       if (bytes == 64 * kMiB)
         std::printf("%s_allreduce_64mib_cpu_ms %.2f ms\n", backend.c_str(), cpu_all.item() * 1e3);
@@ -285,16 +314,83 @@ int run_mpi(const char* self) {
 #endif
 }
 
+// See Note [nccl all_reduce benchmark].
+#if EMBER_HAVE_NCCL
+int run_nccl_child(int rank, int world, const std::string& store_path) {
+  try {
+    auto store = std::make_shared<FileStore>(store_path, world, 120'000);
+    ProcessGroupNCCLOptions o;
+    o.device = rank;
+    o.timeout_ms = 120'000;
+    ProcessGroupNCCL pg(store, rank, world, o);
+    const bool right = sweep(pg, "nccl", g_min_bytes, g_max_bytes, Device::cuda(rank));
+    pg.barrier()->wait();
+    return right ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nccl rank %d: %s\n", rank, e.what());
+    return 1;
+  }
+}
+#endif
+
+int run_nccl(const char* self) {
+#if EMBER_HAVE_NCCL
+  const int gpus = cuda_device_count();
+  if (gpus == 0) {
+    std::printf("# nccl_allreduce skipped: no CUDA device is visible\n");
+    return 0;
+  }
+  if (gpus == 1)
+    std::printf("# nccl_allreduce_64mib_busbw_gbps skipped: one GPU, so one rank (NCCL refuses two ranks on one "
+                "GPU); the 1-rank figures are algbw\n");
+  const std::string store = "/tmp/ember_bench_allreduce_nccl_" + std::to_string(::getpid());
+  std::remove(store.c_str());
+  std::fflush(stdout);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < gpus; ++rank) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const std::string r = std::to_string(rank), w = std::to_string(gpus), lo = std::to_string(g_min_bytes),
+                        hi = std::to_string(g_max_bytes);
+      ::execl(self, self, "--nccl-child", r.c_str(), w.c_str(), store.c_str(), "--min-bytes", lo.c_str(),
+              "--max-bytes", hi.c_str(), static_cast<char*>(nullptr));
+      std::fprintf(stderr, "nccl rank %d: cannot execute %s: %s\n", rank, self, std::strerror(errno));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  std::remove(store.c_str());
+  if (rc != 0) std::printf("# nccl_allreduce failed: a rank exited with an error (see stderr)\n");
+  return rc;
+#else
+  (void)self;
+  std::printf("# nccl_allreduce skipped: ember was built without NCCL (EMBER_HAVE_NCCL=0)\n");
+  return 0;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ProcessGroupTCPOptions tcp_options;
   std::string only;
   bool mpi_child = false;
+  int nccl_rank = -1, nccl_world = 0;
+  std::string nccl_store;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--mpi-child") {
       mpi_child = true;
+    } else if (a == "--nccl-child" && i + 3 < argc) {
+      nccl_rank = std::atoi(argv[++i]);
+      nccl_world = std::atoi(argv[++i]);
+      nccl_store = argv[++i];
     } else if (a == "--segment-bytes" && i + 1 < argc) {
       tcp_options.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--block-bytes" && i + 1 < argc) {
@@ -307,13 +403,30 @@ int main(int argc, char** argv) {
       g_min_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--max-bytes" && i + 1 < argc) {
       g_max_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--only" && i + 1 < argc) {
+    } else if ((a == "--only" || a == "--backend") && i + 1 < argc) {
       only = argv[++i];
+      if (only != "tcp" && only != "mpi" && only != "nccl") {
+        std::fprintf(stderr, "%s: %s: expected tcp, mpi or nccl, got '%s'\n", argv[0], a.c_str(), only.c_str());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--only tcp|mpi] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|nccl] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
       return 2;
     }
   }
+  if (nccl_rank >= 0) {
+#if EMBER_HAVE_NCCL
+    return run_nccl_child(nccl_rank, nccl_world, nccl_store);
+#else
+    std::fprintf(stderr, "--nccl-child %d of %d (%s): ember was built without NCCL\n", nccl_rank, nccl_world,
+                 nccl_store.c_str());
+    return 1;
+#endif
+  }
+  char self[4096] = {};
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) std::snprintf(self, sizeof self, "%s", argv[0]);
+  if (only == "nccl") return run_nccl(self);
   if (mpi_child) {
 #if EMBER_HAVE_MPI
     return run_mpi_child();
@@ -339,9 +452,6 @@ int main(int argc, char** argv) {
       rc |= run_tcp(socket_only, "tcp_socket", 64 * kMiB, 64 * kMiB);
     }
   }
-  char self[4096] = {};
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) std::snprintf(self, sizeof self, "%s", argv[0]);
   if (only.empty() || only == "mpi") rc |= run_mpi(self);
   if (results_fd >= 0) {
     // tcp against its peers, size by size: > 1 means tcp moved more bytes per second.

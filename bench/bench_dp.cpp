@@ -22,6 +22,12 @@
 //   dp_cpu_vs_plain_concurrent_2dev = that / dp_cpu_ms_2dev: the CPU work DataParallel adds,
 //   which a loaded host does not blur as it blurs the wall times.
 //   EMBER_BENCH_DP_REPS overrides the repetition count (default 9).
+// --devices cuda:0,cuda:1,... (two or more GPUs) times the same model on GPUs instead: the step
+// on the first GPU alone and under DataParallel over the list, at batch EMBER_BENCH_DP_GPU_BATCH
+// (default 512, split across the GPUs), alternating, each step ending with every listed device's
+// current stream synchronized; prints dp_step_ms_1gpu, dp_step_ms_<n>gpu and dp_scaling_<n>gpu
+// (1gpu / <n>gpu, the throughput ratio). With fewer than two GPUs visible, or a listed GPU
+// missing, it prints a `#` line saying why and exits 0.
 #include <dirent.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -44,6 +50,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "core/stream.h"
 #include "core/thread_pool.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
@@ -66,12 +73,12 @@ struct Batch {
   Tensor tokens, lengths, targets;  // targets: -100 (ignored) past each sequence's end
 };
 
-Batch make_batch(uint64_t seed) {
+Batch make_batch(uint64_t seed, int64_t batch = kBatch) {
   Generator gen(seed);
   Batch b;
-  b.lengths = randint(10, kMaxLen + 1, {kBatch}, TensorOptions(kInt64), &gen);  // as ember-bench-lstm
-  b.tokens = randint(0, kVocab, {kBatch, kMaxLen}, TensorOptions(kInt64), &gen);
-  Tensor targets = randint(0, kVocab, {kBatch, kMaxLen}, TensorOptions(kInt64), &gen);
+  b.lengths = randint(10, kMaxLen + 1, {batch}, TensorOptions(kInt64), &gen);  // as ember-bench-lstm
+  b.tokens = randint(0, kVocab, {batch, kMaxLen}, TensorOptions(kInt64), &gen);
+  Tensor targets = randint(0, kVocab, {batch, kMaxLen}, TensorOptions(kInt64), &gen);
   Tensor steps = native::unsqueeze(arange(kMaxLen), 0);
   Tensor pad = native::ge(steps, native::unsqueeze(b.lengths, 1));
   b.targets = native::masked_fill(targets, pad, -100);
@@ -126,7 +133,7 @@ struct StepTime {
 };
 
 template <class Forward>
-StepTime step_ms(Forward&& forward, optim::Adam& adam, const Batch& b) {
+StepTime step_ms(Forward&& forward, optim::Adam& adam, const Batch& b, const std::vector<Device>& sync = {}) {
   double c0 = process_cpu_ms();
   auto t0 = std::chrono::steady_clock::now();
   adam.zero_grad();
@@ -134,6 +141,7 @@ StepTime step_ms(Forward&& forward, optim::Adam& adam, const Batch& b) {
   Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, kVocab}), native::reshape(b.targets, {-1}));
   loss.backward();
   adam.step();
+  for (const Device& d : sync) current_stream(d).synchronize();  // GPU work is done when the clock stops
   auto t1 = std::chrono::steady_clock::now();
   return {std::chrono::duration<double, std::milli>(t1 - t0).count(), process_cpu_ms() - c0};
 }
@@ -148,13 +156,92 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// --devices cuda:...: the step on devices[0] alone vs under DataParallel over `devices`.
+int run_gpus(const std::vector<Device>& devices, int reps) {
+  const int visible = cuda_device_count();
+  if (devices.size() < 2 || visible < 2) {
+    std::printf("# dp_scaling skipped: DataParallel scaling needs two or more GPUs (%zu listed, %d visible)\n",
+                devices.size(), visible);
+    return 0;
+  }
+  for (const Device& d : devices) {
+    if (d.index >= visible) {
+      std::printf("# dp_scaling skipped: %s is not visible (%d GPUs)\n", d.str().c_str(), visible);
+      return 0;
+    }
+  }
+  int64_t batch = 512;
+  if (const char* b = std::getenv("EMBER_BENCH_DP_GPU_BATCH")) batch = std::max<int64_t>(2, std::atoll(b));
+  const std::string n = std::to_string(devices.size()) + "gpu";
+  manual_seed(0);
+  auto single = std::make_shared<TaggerModel>();
+  single->to(devices[0]);
+  auto wrapped = single->clone_as();
+  parallel::DataParallel<TaggerModel> dp(wrapped, devices);
+  optim::Adam adam1(single->parameters(), optim::AdamOptions(1e-3));
+  optim::Adam adam2(dp.parameters(), optim::AdamOptions(1e-3));
+  auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
+  auto many = [&](const Tensor& t, const Tensor& l) { return dp(t, l); };
+  std::vector<Batch> batches;
+  for (int i = 0; i < 4; ++i) {
+    Batch b = make_batch(1000 + static_cast<uint64_t>(i), batch);
+    b.tokens = to(b.tokens, devices[0]);  // DataParallel scatters from the first GPU; lengths stay on the host
+    b.targets = to(b.targets, devices[0]);
+    batches.push_back(std::move(b));
+  }
+  for (int w = 0; w < 3; ++w) {  // warm up: allocator caches, cuBLAS handles, NCCL communicators
+    step_ms(one, adam1, batches[static_cast<size_t>(w) % batches.size()], devices);
+    step_ms(many, adam2, batches[static_cast<size_t>(w) % batches.size()], devices);
+  }
+  std::vector<double> t1, tn;
+  for (int r = 0; r < reps; ++r) {
+    const Batch& b = batches[static_cast<size_t>(r) % batches.size()];
+    t1.push_back(step_ms(one, adam1, b, devices).wall_ms);
+    tn.push_back(step_ms(many, adam2, b, devices).wall_ms);
+  }
+  const double m1 = median(t1), mn = median(tn);
+  std::printf("# batch %lld over %s\n", static_cast<long long>(batch), n.c_str());
+  std::printf("dp_step_ms_1gpu %.2f ms\n", m1);
+  std::printf("dp_step_ms_%s %.2f ms\n", n.c_str(), mn);
+  std::printf("dp_scaling_%s %.3f x\n", n.c_str(), mn > 0 ? m1 / mn : 0.0);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::vector<Device> gpu_devices;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--devices" && i + 1 < argc) {
+      try {
+        std::string list = argv[++i];
+        for (size_t start = 0; start <= list.size();) {
+          const size_t comma = std::min(list.find(',', start), list.size());
+          gpu_devices.emplace_back(list.substr(start, comma - start));
+          start = comma + 1;
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: --devices: %s\n", argv[0], e.what());
+        return 2;
+      }
+      for (const Device& d : gpu_devices) {
+        if (!d.is_cuda()) {
+          std::fprintf(stderr, "%s: --devices takes CUDA devices (cuda:0,cuda:1,...), got %s; without it the "
+                       "benchmark runs on cpu:0 and cpu:1\n", argv[0], d.str().c_str());
+          return 2;
+        }
+      }
+    } else {
+      std::fprintf(stderr, "usage: %s [--devices cuda:0,cuda:1,...]\n", argv[0]);
+      return 2;
+    }
+  }
   set_num_threads(1);
   const double load_before = load_average();
   int reps = 9;
   if (const char* r = std::getenv("EMBER_BENCH_DP_REPS")) reps = std::max(1, std::atoi(r));
+  if (!gpu_devices.empty()) return run_gpus(gpu_devices, reps);
 
   manual_seed(0);
   auto single = std::make_shared<TaggerModel>();

@@ -188,6 +188,15 @@ const JsonValue* JsonValue::find(const std::string& key) const {
   return nullptr;
 }
 
+const JsonValue& JsonValue::at(const std::string& key, const std::string& what, std::string_view text) const {
+  const JsonValue* v = find(key);
+  if (v == nullptr) [[unlikely]] {
+    if (text.empty()) EMBER_THROW(ValueError, what, ": missing key \"", key, "\"");
+    EMBER_THROW(ValueError, what, ": missing key \"", key, "\" in ", text);
+  }
+  return *v;
+}
+
 double JsonValue::as_number(const std::string& what) const {
   EMBER_CHECK_T(ValueError, kind == Kind::Number, what, ": expected a number in JSON");
   return number;

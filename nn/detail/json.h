@@ -25,6 +25,9 @@ struct JsonValue {
 
   /// Member lookup on an object; null when absent (or not an object).
   const JsonValue* find(const std::string& key) const;
+  /// Member lookup that must succeed: throws ValueError `<what>: missing key "<key>"`, followed
+  /// by ` in <text>` when `text` (the JSON this was parsed from) is given.
+  const JsonValue& at(const std::string& key, const std::string& what, std::string_view text = {}) const;
   /// Typed accessors; throw ValueError naming `what` on a kind mismatch.
   double as_number(const std::string& what) const;
   int64_t as_int(const std::string& what) const;

@@ -21,17 +21,14 @@ std::string AdagradOptions::to_json() const {
 }
 
 void AdagradOptions::from_json(const std::string& json) {
-  auto v = nn::detail::parse_json(json, "Adagrad options");
-  auto get = [&](const char* k) -> const nn::detail::JsonValue& {
-    const auto* e = v.find(k);
-    EMBER_CHECK_T(ValueError, e != nullptr, "Adagrad options: missing key \"", k, "\" in ", json);
-    return *e;
-  };
-  lr_ = get("lr").as_number("Adagrad lr");
-  lr_decay_ = get("lr_decay").as_number("Adagrad lr_decay");
-  weight_decay_ = get("weight_decay").as_number("Adagrad weight_decay");
-  initial_accumulator_value_ = get("initial_accumulator_value").as_number("Adagrad initial_accumulator_value");
-  eps_ = get("eps").as_number("Adagrad eps");
+  const std::string what = "Adagrad options";
+  const auto v = nn::detail::parse_json(json, what);
+  lr_ = v.at("lr", what, json).as_number("Adagrad lr");
+  lr_decay_ = v.at("lr_decay", what, json).as_number("Adagrad lr_decay");
+  weight_decay_ = v.at("weight_decay", what, json).as_number("Adagrad weight_decay");
+  initial_accumulator_value_ =
+      v.at("initial_accumulator_value", what, json).as_number("Adagrad initial_accumulator_value");
+  eps_ = v.at("eps", what, json).as_number("Adagrad eps");
   if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("Adagrad maximize");
 }
 

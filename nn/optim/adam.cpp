@@ -26,19 +26,15 @@ std::string AdamOptions::to_json() const {
 }
 
 void AdamOptions::from_json(const std::string& json) {
-  auto v = nn::detail::parse_json(json, "Adam options");
-  auto get = [&](const char* k) -> const nn::detail::JsonValue& {
-    const auto* e = v.find(k);
-    EMBER_CHECK_T(ValueError, e != nullptr, "Adam options: missing key \"", k, "\" in ", json);
-    return *e;
-  };
-  lr_ = get("lr").as_number("Adam lr");
-  auto b = get("betas").as_numbers("Adam betas");
+  const std::string what = "Adam options";
+  const auto v = nn::detail::parse_json(json, what);
+  lr_ = v.at("lr", what, json).as_number("Adam lr");
+  auto b = v.at("betas", what, json).as_numbers("Adam betas");
   EMBER_CHECK_T(ValueError, b.size() == 2, "Adam options: betas must have 2 values, got ", b.size());
   betas_ = {b[0], b[1]};
-  eps_ = get("eps").as_number("Adam eps");
-  weight_decay_ = get("weight_decay").as_number("Adam weight_decay");
-  amsgrad_ = get("amsgrad").as_bool("Adam amsgrad");
+  eps_ = v.at("eps", what, json).as_number("Adam eps");
+  weight_decay_ = v.at("weight_decay", what, json).as_number("Adam weight_decay");
+  amsgrad_ = v.at("amsgrad", what, json).as_bool("Adam amsgrad");
   if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("Adam maximize");
 }
 

@@ -49,16 +49,12 @@ std::string LRScheduler::state_json() const {
 }
 
 void LRScheduler::load_state_json(const std::string& json) {
-  auto v = nn::detail::parse_json(json, "LRScheduler state");
-  auto get = [&](const char* k) -> const nn::detail::JsonValue& {
-    const auto* e = v.find(k);
-    EMBER_CHECK_T(ValueError, e != nullptr, "LRScheduler state: missing key \"", k, "\"");
-    return *e;
-  };
-  int64_t last_epoch = get("last_epoch").as_int("LRScheduler last_epoch");
-  int64_t step_count = get("step_count").as_int("LRScheduler step_count");
-  auto base = get("base_lrs").as_numbers("LRScheduler base_lrs");
-  auto last = get("last_lr").as_numbers("LRScheduler last_lr");
+  const std::string what = "LRScheduler state";
+  const auto v = nn::detail::parse_json(json, what);
+  int64_t last_epoch = v.at("last_epoch", what).as_int("LRScheduler last_epoch");
+  int64_t step_count = v.at("step_count", what).as_int("LRScheduler step_count");
+  auto base = v.at("base_lrs", what).as_numbers("LRScheduler base_lrs");
+  auto last = v.at("last_lr", what).as_numbers("LRScheduler last_lr");
   EMBER_CHECK_T(ValueError, base.size() == base_lrs_.size() && last.size() == base_lrs_.size(),
                 "LRScheduler state: saved for ", base.size(), " param groups, this scheduler has ", base_lrs_.size());
   last_epoch_ = last_epoch;

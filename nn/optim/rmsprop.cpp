@@ -22,18 +22,14 @@ std::string RMSpropOptions::to_json() const {
 }
 
 void RMSpropOptions::from_json(const std::string& json) {
-  auto v = nn::detail::parse_json(json, "RMSprop options");
-  auto get = [&](const char* k) -> const nn::detail::JsonValue& {
-    const auto* e = v.find(k);
-    EMBER_CHECK_T(ValueError, e != nullptr, "RMSprop options: missing key \"", k, "\" in ", json);
-    return *e;
-  };
-  lr_ = get("lr").as_number("RMSprop lr");
-  alpha_ = get("alpha").as_number("RMSprop alpha");
-  eps_ = get("eps").as_number("RMSprop eps");
-  weight_decay_ = get("weight_decay").as_number("RMSprop weight_decay");
-  momentum_ = get("momentum").as_number("RMSprop momentum");
-  centered_ = get("centered").as_bool("RMSprop centered");
+  const std::string what = "RMSprop options";
+  const auto v = nn::detail::parse_json(json, what);
+  lr_ = v.at("lr", what, json).as_number("RMSprop lr");
+  alpha_ = v.at("alpha", what, json).as_number("RMSprop alpha");
+  eps_ = v.at("eps", what, json).as_number("RMSprop eps");
+  weight_decay_ = v.at("weight_decay", what, json).as_number("RMSprop weight_decay");
+  momentum_ = v.at("momentum", what, json).as_number("RMSprop momentum");
+  centered_ = v.at("centered", what, json).as_bool("RMSprop centered");
   if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("RMSprop maximize");
 }
 

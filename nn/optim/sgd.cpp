@@ -24,17 +24,13 @@ std::string SGDOptions::to_json() const {
 }
 
 void SGDOptions::from_json(const std::string& json) {
-  auto v = nn::detail::parse_json(json, "SGD options");
-  auto get = [&](const char* k) -> const nn::detail::JsonValue& {
-    const auto* e = v.find(k);
-    EMBER_CHECK_T(ValueError, e != nullptr, "SGD options: missing key \"", k, "\" in ", json);
-    return *e;
-  };
-  lr_ = get("lr").as_number("SGD lr");
-  momentum_ = get("momentum").as_number("SGD momentum");
-  dampening_ = get("dampening").as_number("SGD dampening");
-  weight_decay_ = get("weight_decay").as_number("SGD weight_decay");
-  nesterov_ = get("nesterov").as_bool("SGD nesterov");
+  const std::string what = "SGD options";
+  const auto v = nn::detail::parse_json(json, what);
+  lr_ = v.at("lr", what, json).as_number("SGD lr");
+  momentum_ = v.at("momentum", what, json).as_number("SGD momentum");
+  dampening_ = v.at("dampening", what, json).as_number("SGD dampening");
+  weight_decay_ = v.at("weight_decay", what, json).as_number("SGD weight_decay");
+  nesterov_ = v.at("nesterov", what, json).as_bool("SGD nesterov");
   if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("SGD maximize");
 }
 

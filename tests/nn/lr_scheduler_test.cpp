@@ -87,6 +87,15 @@ TEST(LRScheduler, StateRoundTripResumesTheSequence) {
   }
 }
 
+TEST(LRScheduler, LoadStateJsonNamesTheMissingKey) {
+  Fixture f;
+  StepLR s(f.opt, 2);
+  const std::string what = error_of<ValueError>([&] { s.load_state_json(R"({"last_epoch": 3, "step_count": 3})"); });
+  EXPECT_NE(what.find(R"(LRScheduler state: missing key "base_lrs")"), std::string::npos) << what;
+  EXPECT_EQ(what.find(" in {"), std::string::npos) << what;
+  EXPECT_EQ(s.last_epoch(), 0);
+}
+
 TEST(LRScheduler, InvalidArguments) {
   Fixture f;
   EXPECT_THROW(StepLR(f.opt, 0), ValueError);

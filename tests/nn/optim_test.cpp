@@ -10,7 +10,9 @@
 #include "nn/detail/json.h"
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
+#include "nn/optim/adagrad.h"
 #include "nn/optim/adamw.h"
+#include "nn/optim/rmsprop.h"
 #include "nn/optim/sgd.h"
 #include "tests/nn/nn_test_util.h"
 
@@ -234,6 +236,27 @@ TEST(Optimizer, ValidationMessagesAreTorchs) {
   EXPECT_NE(error_of([&] { SGD({nonleaf}, SGDOptions(0.1)); }).find("can't optimize a non-leaf Tensor"),
             std::string::npos);
   EXPECT_THROW(SGD({ParamGroup({scalar_param(1.0)}, std::make_unique<AdamOptions>())}, SGDOptions(0.1)), TypeError);
+}
+
+TEST(Optimizer, OptionsFromJsonNameTheMissingKeyAndTheText) {
+  EXPECT_NE(error_of<ValueError>([] { SGDOptions(0.1).from_json(R"({"lr": 0.5})"); })
+                .find(R"(SGD options: missing key "momentum" in {"lr": 0.5})"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { AdamOptions().from_json(R"({"lr": 0.5, "betas": [0.9, 0.99]})"); })
+                .find(R"(Adam options: missing key "eps" in {"lr": 0.5, "betas": [0.9, 0.99]})"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { AdamWOptions().from_json("{}"); }).find(R"(Adam options: missing key "lr" in {})"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { RMSpropOptions().from_json(R"({"lr": 1, "alpha": 0.9})"); })
+                .find(R"(RMSprop options: missing key "eps" in {"lr": 1, "alpha": 0.9})"),
+            std::string::npos);
+  EXPECT_NE(error_of<ValueError>([] { AdagradOptions().from_json(R"({"lr": 1})"); })
+                .find(R"(Adagrad options: missing key "lr_decay" in {"lr": 1})"),
+            std::string::npos);
+  // A present key of the wrong kind is named by its accessor instead.
+  EXPECT_NE(error_of<ValueError>([] { SGDOptions(0.1).from_json(R"({"lr": "fast"})"); })
+                .find("SGD lr: expected a number in JSON"),
+            std::string::npos);
 }
 
 // y = X w* + b*: every optimizer drives the MSE of a Linear(3, 1) to ~0.

@@ -80,34 +80,34 @@ struct IndexGeometry {
   }
 };
 
-/// out[plain] = in[indexed]: gather and index_select (out is the plain side).
-template <typename T>
-struct GatherF {
+/// One element moved per work item between the plain and the indexed side of IndexGeometry:
+///   kGather      out[plain] = in[indexed]    gather, index_select (out is the plain side);
+///   kScatterAdd  self[indexed] += src[plain] scatter_add_, index_add_: several items may hit
+///                one element of self, hence the atomic (summation order on a GPU is therefore
+///                unspecified).
+enum class IndexMove { kGather, kScatterAdd };
+
+template <typename T, IndexMove kMove>
+struct IndexMoveF {
   IndexGeometry g;
   const int64_t* idx;
-  const T* in;
-  T* out;
+  const T* from;  // in (kGather) or src (kScatterAdd)
+  T* to;          // out (kGather) or self (kScatterAdd)
   EMBER_HOST_DEVICE void operator()(int64_t lin) const {
     int64_t p, q;
     g.offsets(lin, idx, &p, &q);
-    out[p] = in[q];
+    if constexpr (kMove == IndexMove::kGather) {
+      to[p] = from[q];
+    } else {
+      atomic_add(to + q, from[p]);
+    }
   }
 };
 
-/// self[indexed] += src[plain]: scatter_add_ and index_add_. Several items may hit one
-/// element of self, hence the atomic (summation order on a GPU is therefore unspecified).
 template <typename T>
-struct ScatterAddF {
-  IndexGeometry g;
-  const int64_t* idx;
-  const T* src;
-  T* self;
-  EMBER_HOST_DEVICE void operator()(int64_t lin) const {
-    int64_t p, q;
-    g.offsets(lin, idx, &p, &q);
-    atomic_add(self + q, src[p]);
-  }
-};
+using GatherF = IndexMoveF<T, IndexMove::kGather>;
+template <typename T>
+using ScatterAddF = IndexMoveF<T, IndexMove::kScatterAdd>;
 
 /// out[i, idx[i]] = 1 on a zeroed [n, num_classes] int64 output (indices checked before).
 struct OneHotF {

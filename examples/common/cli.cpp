@@ -58,4 +58,28 @@ bool parse_bool(const std::string& flag, const std::string& v) {
   EMBER_THROW(ValueError, flag, ": expected true or false, got '", v, "'");
 }
 
+bool parse_job_flag(ArgReader& args, const JobFlags& job) {
+  const std::string& arg = args.flag();
+  if (arg == "--ddp") {
+    args.no_value();
+    job.ddp = true;
+  } else if (arg == "--backend") {
+    job.backend = args.value();
+    EMBER_CHECK_T(ValueError, job.backend == "tcp" || job.backend == "mpi" || job.backend == "nccl", arg,
+                  ": expected tcp, mpi or nccl, got '", job.backend, "'");
+  } else if (arg == "--timeout") {
+    job.timeout_s = parse_int(arg, args.value(), 1);
+  } else if (arg == "--seed") {
+    job.seed = static_cast<uint64_t>(parse_int(arg, args.value(), 0));
+  } else if (arg == "--threads") {
+    job.threads = static_cast<int>(parse_int(arg, args.value(), 1));
+  } else if (arg == "--resume") {
+    args.no_value();
+    job.resume = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace ember_examples

@@ -1,6 +1,7 @@
 // What the examples' hand-written option parsers share: ArgReader walks argv as `--flag value`
-// or `--flag=value`, and the value parsers check one value. Each throws ember::ValueError naming
-// the flag, what was expected and what arrived. ArgReader is a plain cursor (not thread-safe).
+// or `--flag=value`, the value parsers check one value, and parse_job_flag reads the flags every
+// training job takes. Each throws ember::ValueError naming the flag, what was expected and what
+// arrived. ArgReader is a plain cursor (not thread-safe).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -36,5 +37,19 @@ int64_t parse_int(const std::string& flag, const std::string& v, int64_t min_val
 double parse_double(const std::string& flag, const std::string& v);
 /// true | 1 | false | 0.
 bool parse_bool(const std::string& flag, const std::string& v);
+
+/// Where parse_job_flag writes: the fields of an example's options.
+struct JobFlags {
+  bool& ddp;             // --ddp
+  std::string& backend;  // --backend tcp | mpi | nccl
+  int64_t& timeout_s;    // --timeout S, at least 1
+  uint64_t& seed;        // --seed N, at least 0
+  int& threads;          // --threads N, at least 1
+  bool& resume;          // --resume
+};
+
+/// When the reader's current flag is one of JobFlags', reads its value into `job` and returns
+/// true; otherwise returns false, reading nothing.
+bool parse_job_flag(ArgReader& args, const JobFlags& job);
 
 }  // namespace ember_examples

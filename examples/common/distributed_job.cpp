@@ -41,8 +41,8 @@ DistributedJob join_job(const std::string& program, const JobOptions& o, std::FI
   DistributedJob job;
   if (!o.ddp) return job;
   const auto env = ember::parallel::read_distributed_env();
-  EMBER_CHECK_T(ember::ValueError, env.rank && env.world_size, program,
-                ": --ddp needs a launcher: run it under `ember-run --nproc-per-node N` or `mpirun -np N` "
+  EMBER_CHECK_T(ember::ValueError, env.rank && env.world_size,
+                "--ddp needs a launcher: run it under `ember-run --nproc-per-node N` or `mpirun -np N` "
                 "(or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT as torchrun does)");
   const int gpus = ember::cuda_device_count();
   const std::string backend = default_ddp_backend(o.backend, env.under_mpirun, gpus);

@@ -74,7 +74,9 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
 
 Options parse_options(int argc, const char* const* argv) {
   Options o;
+  const ember_examples::JobFlags job{o.ddp, o.backend, o.timeout_s, o.seed, o.threads, o.resume};
   for (ember_examples::ArgReader args(argc, argv); args.next();) {
+    if (ember_examples::parse_job_flag(args, job)) continue;
     const std::string& arg = args.flag();
     auto take = [&]() -> const std::string& { return args.value(); };
     auto no_value = [&] { args.no_value(); };
@@ -89,15 +91,6 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (arg == "--single-device") {
       no_value();
       o.single_device = true;
-    } else if (arg == "--ddp") {
-      no_value();
-      o.ddp = true;
-    } else if (arg == "--backend") {
-      o.backend = take();
-      EMBER_CHECK_T(ValueError, o.backend == "tcp" || o.backend == "mpi" || o.backend == "nccl", arg,
-                    ": expected tcp, mpi or nccl, got '", o.backend, "'");
-    } else if (arg == "--timeout") {
-      o.timeout_s = parse_int(arg, take(), 1);
     } else if (arg == "--zero") {
       no_value();
       o.zero = true;
@@ -110,8 +103,6 @@ Options parse_options(int argc, const char* const* argv) {
       o.max_steps = parse_int(arg, take(), 1);
     } else if (arg == "--workers") {
       o.workers = static_cast<int>(parse_int(arg, take(), 0));
-    } else if (arg == "--threads") {
-      o.threads = static_cast<int>(parse_int(arg, take(), 1));
     } else if (arg == "--batch-size") {
       o.batch_size = parse_int(arg, take(), 1);
     } else if (arg == "--eval-batch-size") {
@@ -119,8 +110,6 @@ Options parse_options(int argc, const char* const* argv) {
     } else if (arg == "--lr") {
       o.lr = parse_double(arg, take());
       EMBER_CHECK_T(ValueError, o.lr > 0, arg, ": expected a positive learning rate, got ", o.lr);
-    } else if (arg == "--seed") {
-      o.seed = static_cast<uint64_t>(parse_int(arg, take(), 0));
     } else if (arg == "--limit") {
       o.limit = static_cast<size_t>(parse_int(arg, take(), 1));
     } else if (arg == "--batch-first") {
@@ -136,9 +125,6 @@ Options parse_options(int argc, const char* const* argv) {
       o.amp = take();
       EMBER_CHECK_T(ValueError, o.amp == "bf16" || o.amp == "fp16", arg, ": expected bf16 or fp16, got '", o.amp,
                     "'");
-    } else if (arg == "--resume") {
-      no_value();
-      o.resume = true;
     } else if (arg == "--checkpoint-dir") {
       o.checkpoint_dir = take();
     } else if (arg == "--metrics") {

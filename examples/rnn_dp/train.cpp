@@ -227,10 +227,10 @@ std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.s
 // or malformed.
 double extra_number(const std::map<std::string, std::string>& extra, const std::string& path, const std::string& key) {
   auto it = extra.find(key);
-  EMBER_CHECK_T(ember::ValueError, it != extra.end(), "rnn_dp: --resume: ", path, " has no ", key, " entry");
+  EMBER_CHECK_T(ember::ValueError, it != extra.end(), "--resume: ", path, " has no ", key, " entry");
   char* end = nullptr;
   const double v = std::strtod(it->second.c_str(), &end);
-  EMBER_CHECK_T(ember::ValueError, !it->second.empty() && *end == '\0' && v >= 0, "rnn_dp: --resume: ", path,
+  EMBER_CHECK_T(ember::ValueError, !it->second.empty() && *end == '\0' && v >= 0, "--resume: ", path,
                 ": entry ", key, "='", it->second, "' is not a non-negative number");
   return v;
 }
@@ -249,7 +249,7 @@ ResumePoint resume_from(const Options& o, const Rank& job, TrainOptimizer& optim
   optimizer.load_scaler(extra);
   for (const auto& [key, value] : run_identity(o, job)) {
     auto it = extra.find(key);
-    EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "rnn_dp: --resume: ", path,
+    EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "--resume: ", path,
                   " was written by a run with ", key, "=", it == extra.end() ? "<absent>" : it->second,
                   " but this run has ", key, "=", value, "; resume with the same options or remove the checkpoint");
   }
@@ -262,7 +262,7 @@ ResumePoint resume_from(const Options& o, const Rank& job, TrainOptimizer& optim
     p.seen = extra_number(extra, path, "epoch_seen");
     p.step = static_cast<int64_t>(extra_number(extra, path, "step"));
   }
-  EMBER_CHECK_T(ember::ValueError, p.samples <= n_train, "rnn_dp: --resume: ", path, " is at sample ", p.samples,
+  EMBER_CHECK_T(ember::ValueError, p.samples <= n_train, "--resume: ", path, " is at sample ", p.samples,
                 " of an epoch of ", n_train);
   auto world = extra.find("world_size");
   say(out, "rnn_dp: resumed from %s (epoch %d done)", path.c_str(), p.epochs_done);
@@ -323,10 +323,10 @@ void append_metrics(const Options& o, const Rank& job, const EpochResult& r, con
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count())}};
   std::ofstream f(o.metrics_path, std::ios::app);
-  EMBER_CHECK(f.good(), "rnn_dp: cannot open the metrics file ", o.metrics_path);
+  EMBER_CHECK(f.good(), "cannot open the metrics file ", o.metrics_path);
   f << j.dump() << '\n';
   f.flush();
-  EMBER_CHECK(f.good(), "rnn_dp: cannot write the metrics file ", o.metrics_path);
+  EMBER_CHECK(f.good(), "cannot write the metrics file ", o.metrics_path);
 }
 
 std::vector<WordBatch> collate_all(WordLangDataset& ds, const WordBatchCollate& collate, int64_t batch_size) {
@@ -374,7 +374,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   // means every replica computes on its own thread only.
   ember::set_num_threads(threads);
   const Device device0 = devices[0];
-  EMBER_CHECK_T(ember::ValueError, o.batch_size % job.world == 0, "rnn_dp: --batch-size ", o.batch_size,
+  EMBER_CHECK_T(ember::ValueError, o.batch_size % job.world == 0, "--batch-size ", o.batch_size,
                 " is the global batch; under --ddp it must divide evenly over the ", job.world,
                 " ranks (each rank takes batch/world)");
   const int64_t rank_batch = o.batch_size / job.world;
@@ -383,7 +383,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   WordLangSplits splits = load_wordlang(o.dict_dir, o.limit);
   const size_t n_train = splits.train.size(), n_test = splits.test.size();
   if (!o.limit) {
-    EMBER_CHECK(n_train == kFullTrainWords && n_test == kFullTestWords, "rnn_dp: the recipe gave ", n_train,
+    EMBER_CHECK(n_train == kFullTrainWords && n_test == kFullTestWords, "the recipe gave ", n_train,
                 " training and ", n_test, " test words; expected ", kFullTrainWords, " and ", kFullTestWords);
   }
   say(info, "rnn_dp: data train=%zu test=%zu (%zu languages from %s%s)\n", n_train, n_test, kLanguages.size(),

@@ -34,11 +34,11 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 
 std::vector<std::string> read_filtered(const std::string& path, const Language& lang) {
   struct stat st {};
-  EMBER_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "rnn_dp: the ", lang.name, " word list ",
+  EMBER_CHECK(::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode), "the ", lang.name, " word list ",
               path, " is missing; install the Debian package ", lang.package, " (apt-get install ", lang.package,
               "), or run scripts/setup.sh, which installs all six word lists");
   std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), "rnn_dp: cannot read the word list ", path, ": ", std::strerror(errno));
+  EMBER_CHECK(in.good(), "cannot read the word list ", path, ": ", std::strerror(errno));
   std::vector<std::string> words;
   std::string line;
   while (std::getline(in, line)) {
@@ -51,7 +51,7 @@ std::vector<std::string> read_filtered(const std::string& path, const Language& 
     if (w.find('\'') != std::string::npos) continue;
     words.push_back(std::move(w));
   }
-  EMBER_CHECK(!in.bad(), "rnn_dp: error reading the word list ", path, ": ", std::strerror(errno));
+  EMBER_CHECK(!in.bad(), "error reading the word list ", path, ": ", std::strerror(errno));
   return words;
 }
 
@@ -81,7 +81,7 @@ WordLangSplits load_wordlang(const std::string& dict_dir, std::optional<size_t> 
     for (size_t j = 0; j < words.size() && chosen < kWordsPerLanguage; j += k, ++chosen) {
       (chosen % 10 == 0 ? test : train).push_back(Word{std::move(words[j]), static_cast<int64_t>(label)});
     }
-    EMBER_CHECK(chosen == kWordsPerLanguage, "rnn_dp: the word list ", path, " gives only ", chosen,
+    EMBER_CHECK(chosen == kWordsPerLanguage, "the word list ", path, " gives only ", chosen,
                 " words of 2..24 bytes without \"'\" (the recipe needs ", kWordsPerLanguage,
                 "); is it the Debian package ", lang.package, "?");
     for (auto* split : {&train, &test}) {

@@ -115,27 +115,27 @@ std::string lzw_decode(const uint8_t* data, size_t num_bytes, size_t max_out, co
 }
 
 std::string read_bible_text(const std::string& path) {
-  EMBER_CHECK_T(ValueError, std::filesystem::exists(path), "word_lm: the corpus ", path,
+  EMBER_CHECK_T(ValueError, std::filesystem::exists(path), "the corpus ", path,
                 " does not exist (Debian's bible-kjv-text package installs it: apt-get install bible-kjv-text, "
                 "or run scripts/setup.sh)");
   std::ifstream in(path, std::ios::binary);
   const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EMBER_CHECK_T(ValueError, file.size() >= 0x5C && file.compare(0, 4, "EC02") == 0, "word_lm: ", path,
+  EMBER_CHECK_T(ValueError, file.size() >= 0x5C && file.compare(0, 4, "EC02") == 0, path,
                 " is not a bible-kjv data file (expected the tag EC02 and a header of 92 bytes, got ", file.size(),
                 " bytes)");
   const uint32_t block_size = be32(file, 0x54), blocks = be32(file, 0x58);
   EMBER_CHECK_T(ValueError, block_size > 0 && block_size <= (1u << 24) && blocks > 0 &&
                                 0x5C + (static_cast<size_t>(blocks) + 1) * 4 <= file.size(),
-                "word_lm: ", path, ": implausible header (block size ", block_size, ", ", blocks, " blocks, file of ",
+                path, ": implausible header (block size ", block_size, ", ", blocks, " blocks, file of ",
                 file.size(), " bytes)");
   std::string text;
   text.reserve(static_cast<size_t>(block_size) * blocks);
   for (uint32_t b = 0; b < blocks; ++b) {
     const uint32_t begin = be32(file, 0x5C + 4 * static_cast<size_t>(b));
     const uint32_t end = be32(file, 0x5C + 4 * (static_cast<size_t>(b) + 1));
-    EMBER_CHECK_T(ValueError, begin <= end && end <= file.size(), "word_lm: ", path, ": block ", b,
+    EMBER_CHECK_T(ValueError, begin <= end && end <= file.size(), path, ": block ", b,
                   " spans bytes [", begin, ", ", end, ") of a file of ", file.size());
-    const std::string what = "word_lm: " + path + " block " + std::to_string(b);
+    const std::string what = path + " block " + std::to_string(b);
     std::string part = lzw_decode(reinterpret_cast<const uint8_t*>(file.data()) + begin, end - begin, block_size, what);
     EMBER_CHECK_T(ValueError, part.size() == block_size || (b + 1 == blocks && !part.empty()), what, " decoded to ",
                   part.size(), " bytes; expected ", block_size);

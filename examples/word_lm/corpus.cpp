@@ -57,7 +57,7 @@ CorpusSplits split_by_chapter(const std::string& text) {
     const std::string ref = line.substr(0, space);
     const size_t colon = ref.find(':');
     EMBER_CHECK_T(ember::ValueError, colon != std::string::npos && colon > 1 && colon + 1 < ref.size(),
-                  "word_lm: line ", line_no, " of the corpus has no <book><chapter>:<verse> reference: '",
+                  "line ", line_no, " of the corpus has no <book><chapter>:<verse> reference: '",
                   line.substr(0, 40), "'");
     const std::string book_chapter = ref.substr(0, colon);  // "Ge1", "1S10"
     if (book_chapter != previous_chapter) {
@@ -77,7 +77,7 @@ CorpusSplits split_by_chapter(const std::string& text) {
 }
 
 Vocabulary::Vocabulary(const std::vector<std::string>& words, int64_t size) {
-  EMBER_CHECK_T(ember::ValueError, size >= 2, "word_lm: the vocabulary needs at least 2 entries (<unk>, <eos>), got ",
+  EMBER_CHECK_T(ember::ValueError, size >= 2, "the vocabulary needs at least 2 entries (<unk>, <eos>), got ",
                 size);
   std::map<std::string, int64_t> counts;
   for (const auto& w : words) {
@@ -107,9 +107,9 @@ std::vector<int64_t> Vocabulary::encode(const std::vector<std::string>& words) c
 
 ember::Tensor batchify(const std::vector<int64_t>& ids, int64_t batch, int64_t first_column, int64_t columns) {
   EMBER_CHECK_T(ember::ValueError, batch > 0 && first_column >= 0 && columns > 0 && first_column + columns <= batch,
-                "word_lm: batchify: columns [", first_column, ", ", first_column + columns, ") of a batch of ", batch);
+                "batchify: columns [", first_column, ", ", first_column + columns, ") of a batch of ", batch);
   const int64_t rows = static_cast<int64_t>(ids.size()) / batch;
-  EMBER_CHECK_T(ember::ValueError, rows >= 2, "word_lm: batchify: ", ids.size(), " tokens make fewer than 2 rows of ",
+  EMBER_CHECK_T(ember::ValueError, rows >= 2, "batchify: ", ids.size(), " tokens make fewer than 2 rows of ",
                 batch, " streams (need at least ", 2 * batch, ")");
   std::vector<int64_t> out(static_cast<size_t>(rows * columns));
   for (int64_t t = 0; t < rows; ++t) {

@@ -9,7 +9,7 @@ namespace word_lm {
 
 RNNModel::RNNModel(const ModelConfig& config) : Cloneable("RNNModel"), config_(config) {
   EMBER_CHECK_T(ember::ValueError, !config_.tied || config_.nhid == config_.ninp,
-                "word_lm: --tied needs --nhid equal to --emsize (the decoder's weight is the embedding's), got nhid ",
+                "--tied needs --nhid equal to --emsize (the decoder's weight is the embedding's), got nhid ",
                 config_.nhid, " and emsize ", config_.ninp);
   reset();
 }

@@ -49,7 +49,9 @@ improve. Prints validation and test perplexity per epoch.
 
 Options parse_options(int argc, const char* const* argv) {
   Options o;
+  const ember_examples::JobFlags job{o.ddp, o.backend, o.timeout_s, o.seed, o.threads, o.resume};
   for (ember_examples::ArgReader args(argc, argv); args.next();) {
+    if (ember_examples::parse_job_flag(args, job)) continue;
     const std::string& arg = args.flag();
     auto take = [&]() -> const std::string& { return args.value(); };
     auto no_value = [&] { args.no_value(); };
@@ -92,22 +94,6 @@ Options parse_options(int argc, const char* const* argv) {
       o.eval_batch_size = parse_int(arg, take(), 1);
     } else if (arg == "--bptt") {
       o.bptt = parse_int(arg, take(), 1);
-    } else if (arg == "--seed") {
-      o.seed = static_cast<uint64_t>(parse_int(arg, take(), 0));
-    } else if (arg == "--threads") {
-      o.threads = static_cast<int>(parse_int(arg, take(), 1));
-    } else if (arg == "--ddp") {
-      no_value();
-      o.ddp = true;
-    } else if (arg == "--backend") {
-      o.backend = take();
-      EMBER_CHECK_T(ValueError, o.backend == "tcp" || o.backend == "mpi" || o.backend == "nccl", arg,
-                    ": expected tcp, mpi or nccl, got '", o.backend, "'");
-    } else if (arg == "--timeout") {
-      o.timeout_s = parse_int(arg, take(), 1);
-    } else if (arg == "--resume") {
-      no_value();
-      o.resume = true;
     } else if (arg == "--checkpoint-dir") {
       o.checkpoint_dir = take();
     } else if (arg == "--metrics") {

@@ -138,13 +138,13 @@ RunState resume_from(const Options& o, const DistributedJob& job, RNNModel& mode
   }
   for (const auto& [key, value] : run_identity(o, job, ntoken)) {
     auto it = extra.find(key);
-    EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "word_lm: --resume: ", path,
+    EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "--resume: ", path,
                   " was written by a run with ", key, "=", it == extra.end() ? "<absent>" : it->second,
                   " but this run has ", key, "=", value, "; resume with the same options or remove the checkpoint");
   }
   ember::nn::load_checkpoint(path, model, &optimizer, &extra);
   for (const char* key : {"epoch", "next_lr", "best_val_loss"}) {
-    EMBER_CHECK_T(ember::ValueError, extra.count(key), "word_lm: --resume: ", path, " has no ", key, " entry");
+    EMBER_CHECK_T(ember::ValueError, extra.count(key), "--resume: ", path, " has no ", key, " entry");
   }
   s.epochs_done = std::stoi(extra["epoch"]);
   s.lr = std::stod(extra["next_lr"]);
@@ -205,10 +205,10 @@ void append_metrics(const Options& o, const DistributedJob& job, const EpochResu
                    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                        .count())}};
   std::ofstream f(o.metrics_path, std::ios::app);
-  EMBER_CHECK(f.good(), "word_lm: cannot open the metrics file ", o.metrics_path);
+  EMBER_CHECK(f.good(), "cannot open the metrics file ", o.metrics_path);
   f << j.dump() << '\n';
   f.flush();
-  EMBER_CHECK(f.good(), "word_lm: cannot write the metrics file ", o.metrics_path);
+  EMBER_CHECK(f.good(), "cannot write the metrics file ", o.metrics_path);
 }
 
 }  // namespace
@@ -229,7 +229,7 @@ int64_t TruncatedBptt::num_chunks(const Tensor& source) const { return (source.s
 double TruncatedBptt::step(const Tensor& source, int64_t chunk) {
   const int64_t i = chunk * bptt_;
   const int64_t len = std::min(bptt_, source.size(0) - 1 - i);
-  EMBER_CHECK_T(ember::IndexError, chunk >= 0 && len > 0, "word_lm: chunk ", chunk, " of a source of ",
+  EMBER_CHECK_T(ember::IndexError, chunk >= 0 && len > 0, "TruncatedBptt: chunk ", chunk, " of a source of ",
                 source.size(0), " rows (", num_chunks(source), " chunks of ", bptt_, ")");
   const Tensor input = ember::narrow(source, 0, i, len);
   const Tensor targets = ember::reshape(ember::narrow(source, 0, i + 1, len), {-1});
@@ -294,7 +294,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   ember::set_num_threads(threads);
   for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--batch-size", o.batch_size},
                                 {"--eval-batch-size", o.eval_batch_size}}) {
-    EMBER_CHECK_T(ember::ValueError, n % job.world == 0, "word_lm: ", flag, " ", n,
+    EMBER_CHECK_T(ember::ValueError, n % job.world == 0, flag, " ", n,
                   " counts the streams of all ranks; under --ddp it must divide evenly over the ", job.world,
                   " ranks");
   }

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/serialization.h"
+#include "examples/rnn_dp/options.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
 #include "tests/examples/rnn_dp_test_util.h"
 
@@ -291,6 +292,27 @@ TEST(RnnDpCli, BadFlagsExitWith2AndSayWhy) {
   r = run_rnn_dp("--help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--no-total-length"), std::string::npos) << r.output;
+}
+
+// rnn_dp reads the job flags with examples/common's parse_job_flag (tests/examples/job_flags_test.cpp).
+TEST(RnnDpCli, JobFlagsAreRead) {
+  std::vector<const char*> argv{"rnn_dp", "--seed", "42", "--resume", "--epochs", "1"};
+  const rnn_dp::Options o = rnn_dp::parse_options(static_cast<int>(argv.size()), argv.data());
+  EXPECT_EQ(o.seed, 42u);
+  EXPECT_TRUE(o.resume);
+  EXPECT_EQ(o.epochs, 1);
+}
+
+// Regression: errors whose text began with "rnn_dp: " (and join_job's, which began with the
+// program name) were printed as "rnn_dp: error: rnn_dp: ...". main() alone names the program.
+TEST(RnnDpCli, ErrorsNameTheProgramOnce) {
+  RunResult r = run_command("env -u RANK -u WORLD_SIZE -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE " +
+                            std::string(RNN_DP_BINARY) + " --ddp --progress none");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rnn_dp: error: --ddp needs a launcher"), std::string::npos) << r.output;
+  r = run_rnn_dp("--dict-dir /nonexistent/dict --limit 10 --progress none --workers 0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rnn_dp: error: the english word list /nonexistent/dict/"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -178,6 +178,25 @@ TEST(WordLmOptions, BadCommandLinesAreValueErrorsNamingTheFlag) {
   EXPECT_TRUE(o.tied);
   EXPECT_EQ(o.epochs, 2);
   EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.seed, 1111u);
+  EXPECT_EQ(o.timeout_s, 300);
+  // The job flags go through examples/common's parse_job_flag (tests/examples/job_flags_test.cpp).
+  const Options job = parse({"--seed=5", "--resume", "--bptt", "7"});
+  EXPECT_EQ(job.seed, 5u);
+  EXPECT_TRUE(job.resume);
+  EXPECT_EQ(job.bptt, 7);
+}
+
+// Regression: word_lm's errors began with "word_lm: ", which main() prints before every error,
+// so the name came twice. The error text starts with what went wrong.
+TEST_F(WordLm, ErrorsLeaveTheProgramNameToMain) {
+  std::string what;
+  try {
+    run("missing", {"--data", "/nonexistent/bible.data"});
+  } catch (const ember::ValueError& e) {
+    what = e.what();
+  }
+  EXPECT_EQ(what.rfind("the corpus /nonexistent/bible.data does not exist", 0), 0u) << what;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "parallel/distributed/detail/host_staging.h"
 #include "parallel/distributed/tcp/collectives.h"
 #include "parallel/distributed/tcp/detail/cma.h"
 #include "parallel/distributed/tcp/detail/context.h"
@@ -99,8 +100,10 @@ std::string ProcessGroupTCP::broken_reason() const { return state_->reason(); }
 void ProcessGroupTCP::abort(const std::string& reason) { state_->break_group(who() + ": aborted: " + reason); }
 
 void ProcessGroupTCP::check_device(const std::string& op, const Tensor& t) const {
-  EMBER_CHECK_T(ValueError, t.device().is_cpu(), who(), ": ", op, ": the tcp backend takes CPU tensors, got one on ",
-                t.device(), " (use the nccl backend, or copy to the CPU)");
+  // Collectives stage CUDA tensors through the host (Note [Host staging]); send/recv do not.
+  EMBER_CHECK_T(ValueError, t.device().is_cpu() || (t.device().is_cuda() && op != "send" && op != "recv"), who(), ": ",
+                op, ": the tcp backend takes CPU tensors here (collectives also take CUDA tensors, staged "
+                "through the host), got one on ", t.device(), " (use the nccl backend, or copy to the CPU)");
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::enqueue(const OpInfo& info, std::function<void()> run) {
@@ -148,27 +151,55 @@ void ProcessGroupTCP::worker_loop() {
   }
 }
 
+// CUDA tensors are staged through the host (Note [Host staging] in
+// parallel/distributed/detail/host_staging.cpp): the caller waits for its streams, the worker
+// copies in, runs the collective on host memory and copies the results back.
 std::shared_ptr<Work> ProcessGroupTCP::all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) {
-  return enqueue(info, [this, info, tensors, op]() mutable { tcp::all_reduce(*ctx_, info, tensors, op); });
+  detail::wait_for_producers(tensors);
+  return enqueue(info, [this, info, tensors, op]() {
+    std::vector<Tensor> host = detail::host_copies(tensors);
+    tcp::all_reduce(*ctx_, info, host, op);
+    detail::copy_back(tensors, host);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) {
-  return enqueue(info, [this, info, tensors, root]() mutable { tcp::broadcast(*ctx_, info, tensors, root); });
+  detail::wait_for_producers(tensors);
+  return enqueue(info, [this, info, tensors, root]() {
+    std::vector<Tensor> host = detail::host_copies(tensors);
+    tcp::broadcast(*ctx_, info, host, root);
+    detail::copy_back(tensors, host);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
                                                    ReduceOp op) {
-  return enqueue(info, [this, info, tensors, root, op]() mutable { tcp::reduce(*ctx_, info, tensors, root, op); });
+  detail::wait_for_producers(tensors);
+  return enqueue(info, [this, info, tensors, root, op]() {
+    std::vector<Tensor> host = detail::host_copies(tensors);
+    tcp::reduce(*ctx_, info, host, root, op);
+    detail::copy_back(tensors, host);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) {
-  return enqueue(info, [this, info, outputs, input]() mutable { tcp::all_gather(*ctx_, info, outputs, input); });
+  detail::wait_for_producers({input});
+  return enqueue(info, [this, info, outputs, input]() {
+    std::vector<Tensor> host_out = detail::host_copies(outputs);
+    Tensor host_in = detail::host_copies({input})[0];
+    tcp::all_gather(*ctx_, info, host_out, host_in);
+    detail::copy_back(outputs, host_out);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::reduce_scatter_impl(const OpInfo& info, Tensor output,
                                                            std::vector<Tensor> inputs, ReduceOp op) {
-  return enqueue(info, [this, info, output, inputs, op]() mutable {
-    tcp::reduce_scatter(*ctx_, info, output, inputs, op);
+  detail::wait_for_producers(inputs);
+  return enqueue(info, [this, info, output, inputs, op]() {
+    std::vector<Tensor> host_in = detail::host_copies(inputs);
+    Tensor host_out = detail::host_copies({output})[0];
+    tcp::reduce_scatter(*ctx_, info, host_out, host_in, op);
+    detail::copy_back({output}, {host_out});
   });
 }
 

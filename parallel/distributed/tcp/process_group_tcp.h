@@ -1,4 +1,5 @@
-// ProcessGroupTCP: the tcp backend, for CPU tensors, over a full mesh of TCP connections
+// ProcessGroupTCP: the tcp backend, for CPU tensors (collectives also take CUDA tensors, staged
+// through the host: Note [Host staging] in distributed/detail/host_staging.cpp), over a full mesh of TCP connections
 // that it builds through a Store (see tcp/detail/mesh.h). Collectives run in call order on
 // one worker thread per group, with ring algorithms that pipeline send, receive and
 // reduce (Note [Ring pipeline] in tcp/all_reduce.cpp); send/recv run on their own thread

@@ -245,6 +245,17 @@ double loopback_bidir_gbps(size_t bytes) {
   return static_cast<double>(bytes) / median(seconds) / 1e9;
 }
 
+// Waits for every child; 1 when one did not exit with status 0.
+int wait_all(const std::vector<pid_t>& pids) {
+  int rc = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
+  }
+  return rc;
+}
+
 // `name` prefixes the figures; sizes in [min_bytes, max_bytes].
 int run_tcp(const ProcessGroupTCPOptions& base, const std::string& name, size_t min_bytes, size_t max_bytes) {
   const std::string path = "/tmp/ember_bench_allreduce_" + std::to_string(::getpid());
@@ -272,12 +283,7 @@ int run_tcp(const ProcessGroupTCPOptions& base, const std::string& name, size_t 
     }
     pids.push_back(pid);
   }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
+  const int rc = wait_all(pids);
   std::remove(path.c_str());
   return rc;
 }
@@ -359,12 +365,7 @@ int run_nccl(const char* self) {
     }
     pids.push_back(pid);
   }
-  int rc = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) rc = 1;
-  }
+  const int rc = wait_all(pids);
   std::remove(store.c_str());
   if (rc != 0) std::printf("# nccl_allreduce failed: a rank exited with an error (see stderr)\n");
   return rc;

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # gpu_bundle.sh [BUILD_DIR] [OUT_DIR] -- packs what scripts/gpu_check.sh runs into a folder of at
 # most 64 MiB that runs on a machine with a GPU but without ember's Debian packages (OpenBLAS,
-# Boost, OpenMPI, GoogleTest): the GPU test binaries, rnn_dp, ember-run, ember-bench-lstm, the shared
-# libraries they load (found with ldd), the example's word lists, the PyTorch side of the LSTM
-# benchmark (bench/bench_lstm_torch.py: run where the GPU machine's python3 has a CUDA torch), and
-# gpu_check.sh itself.
-# Binaries, libraries and word lists travel as payload.tar.gz (each test binary carries ember's
-# device code, ~11 MB uncompressed); gpu_check.sh unpacks it into its OUT_DIR, no compiling.
+# Boost, OpenMPI, GoogleTest): the GPU test binaries, rnn_dp, ember-run, ember-bench-lstm,
+# ember-bench-allreduce, ember-bench-dp, the shared libraries they load (found with ldd), the
+# example's word lists, the PyTorch side of the LSTM benchmark (bench/bench_lstm_torch.py: run
+# where the GPU machine's python3 has a CUDA torch), and gpu_check.sh itself.
+# Binaries, libraries and word lists travel as payload.tar.xz: each binary carries its own copy
+# of ember's device code (~11 MB), and xz's 64 MiB window (-9) stores the copies once, where
+# gzip's 32 KiB window could not. gpu_check.sh unpacks it into its OUT_DIR (tar -xJf, or Python's
+# lzma where xz is missing), no compiling.
+# Before packing it checks that every binary loads from the bundle: each library ldd resolves must
+# come from the bundle's lib/ or be one the GPU machine provides (glibc's, the driver's, the CUDA
+# toolkit's cuBLAS, NCCL and cuDNN, which a CUDA build of PyTorch brings); a library resolved from
+# anywhere else (e.g. OpenBLAS or Boost from /usr/lib) fails the bundle, naming it.
 #
 # BUILD_DIR (default build/cuda) must be a CUDA build with tests, bench and examples for the
 # target GPU's architecture, e.g.
@@ -15,9 +21,12 @@
 # OUT_DIR defaults to gpu-bundle/. On the GPU machine: OUT_DIR/gpu_check.sh [LOG_DIR].
 #
 # Not bundled: the NVIDIA driver (libcuda) and the CUDA 13 toolkit's big libraries (cuBLAS and
-# cuBLASLt alone are ~600 MiB, NCCL and cuDNN more): the GPU machine provides them, and
-# gpu_check.sh names any that its loader cannot find. The small CUDA runtime (libcudart) is
-# bundled. Fails when a needed library is missing here or the folder exceeds the limit.
+# cuBLASLt alone are ~600 MiB, NCCL and cuDNN more): the GPU machine provides them (the toolkit
+# cuBLAS; a CUDA build of PyTorch NCCL and cuDNN, whose nvidia/*/lib folders gpu_check.sh puts on
+# the loader's path), and gpu_check.sh names any that its loader cannot find. The small CUDA
+# runtime (libcudart) is bundled. Fails when a needed library is missing here, a binary would load
+# one from outside the bundle that the GPU machine lacks, or the folder exceeds the limit.
+# Seen on 2026-12-03 (sm_90, 16 binaries, 15 libraries): 259 MiB unpacked, 16 MiB bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/cuda}
@@ -36,7 +45,7 @@ rm -rf "$out"
 stage=$out/.stage
 mkdir -p "$stage/bin" "$stage/lib" "$stage/dict" "$stage/bench"
 cp bench/bench_lstm_torch.py "$stage/bench/"
-for name in $gpu_tests rnn_dp ember-run ember-bench-lstm; do
+for name in $gpu_tests rnn_dp ember-run ember-bench-lstm ember-bench-allreduce ember-bench-dp; do
   f=$(find "$build" -name "$name" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
   [ -n "$f" ] || { echo "gpu_bundle: $name was not built in $build" >&2; exit 1; }
   cp "$f" "$stage/bin/$name"
@@ -59,6 +68,18 @@ done
 [ -z "$missing" ] || { echo "gpu_bundle: libraries not found on this machine:$missing" >&2; exit 1; }
 for lib in "$stage"/lib/*; do strip --strip-unneeded "$lib" 2>/dev/null || true; done
 
+# Every binary loads from the bundle: what ldd resolves with the bundle's lib/ first is either
+# there or provided by the GPU machine (the skip list).
+stray=""
+for f in "$stage"/bin/*; do
+  while read -r lib _ path _; do
+    [ -n "$lib" ] && [ "$path" != "not" ] || continue
+    [[ "$lib" =~ $skip ]] && continue
+    [[ "$path" == "$stage/lib/"* ]] || stray+=" ${f##*/}:$lib=>$path"
+  done < <(LD_LIBRARY_PATH="$stage/lib" ldd "$f" | awk '/=>/ {print $1, $2, $3}')
+done
+[ -z "$stray" ] || { echo "gpu_bundle: libraries that would be missing on the GPU machine:$stray" >&2; exit 1; }
+
 # The example's word lists (Debian's wamerican, wngerman, ... ; read from --dict-dir).
 for f in /usr/share/dict/*; do
   [ -f "$f" ] && [ "${f##*/}" != README.select-wordlist ] && cp -L "$f" "$stage/dict/"
@@ -72,7 +93,7 @@ done
 } >"$out/BUNDLE"
 echo "gpu_bundle: $(ls "$stage/bin" | wc -l) binaries, $(ls "$stage/lib" | wc -l) libraries," \
   "$(($(du -sb "$stage" | cut -f1) / 1024 / 1024)) MiB unpacked"
-tar -C "$stage" -cf - bin lib dict bench | gzip -9 >"$out/payload.tar.gz"
+tar -C "$stage" -cf - bin lib dict bench | xz -9 -T1 >"$out/payload.tar.xz"
 rm -rf "$stage"
 cp scripts/gpu_check.sh "$out/gpu_check.sh"
 

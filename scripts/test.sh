@@ -31,6 +31,9 @@ ctest --test-dir build/cpu --output-on-failure -j "$jobs" --timeout 600
 if [ -d build/cuda ] && [ "${EMBER_SKIP_CUDA_BUILD:-0}" != 1 ]; then
   # The GPU tests (label gpu) of the CUDA build: they skip, naming the reason, without a GPU.
   ctest --test-dir build/cuda --output-on-failure --timeout 600 -L gpu
+  # The GPU bundle of this build: gpu_bundle.sh fails when it exceeds 64 MiB or a binary would
+  # load a library from outside it that a GPU machine without our packages lacks.
+  ./scripts/gpu_bundle.sh build/cuda build/gpu-bundle
 fi
 step_done release_tests
 if [ "${EMBER_SKIP_SANITIZERS:-0}" != 1 ]; then

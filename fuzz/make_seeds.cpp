@@ -19,6 +19,7 @@
 #include "core/ops/factory.h"
 #include "core/serialization.h"
 #include "data/detail/wire.h"
+#include "data/detail/worker_reply.h"
 #include "fuzz/fuzz_util.h"
 #include "fuzz/seed_model.h"
 #include "nn/checkpoint.h"
@@ -155,29 +156,36 @@ void wire_seeds(const fs::path& dir) {
   reset.put<uint8_t>(2);
   write_seed(dir, "tasks", stream_of({fetch.take(), reset.take()}));
 
-  ByteWriter batch;
-  batch.put<uint8_t>(1);
-  batch.put<uint64_t>(7);
-  batch.put_string("/ember_dl_1_2_3");
-  batch.put<uint64_t>(128);
-  batch.put<uint64_t>(2);
-  for (int t = 0; t < 2; ++t) {
-    batch.put<int8_t>(0);
-    batch.put<uint64_t>(2);
-    batch.put<int64_t>(2);
-    batch.put<int64_t>(4);
-    batch.put<uint64_t>(t * 64);
+  // Replies as a worker writes them (data/detail/worker_reply.h): a batch of two float32
+  // [2, 4] tensors and an empty int64 one in a 128-byte buffer, whose structure bytes say
+  // "a vector of one map {"x": tensor, "y": tensor, "z": tensor}" (the fuzz target's batch type).
+  std::vector<Tensor> tensors{zeros({2, 4}), zeros({2, 4}), zeros({0}, TensorOptions(kInt64))};
+  ByteWriter meta;
+  meta.put<uint64_t>(1);
+  meta.put<uint64_t>(3);
+  for (const char* key : {"x", "y", "z"}) {
+    meta.put_string(key);
+    meta.put<uint8_t>(1);  // optional engaged
+    meta.put<uint8_t>(1);  // tensor defined
   }
-  batch.put_string("structure");
-  ByteWriter error;
-  error.put<uint8_t>(2);
-  error.put<uint64_t>(8);
-  error.put<uint8_t>(1);
-  error.put_string("ValueError: bad sample");
-  ByteWriter exhausted;
-  exhausted.put<uint8_t>(3);
-  exhausted.put<uint64_t>(9);
-  write_seed(dir, "replies", stream_of({batch.take(), error.take(), exhausted.take()}));
+  using data::detail::batch_reply;
+  const Bytes batch = batch_reply(7, 128, tensors, {0, 64, 128}, meta.bytes());
+  const Bytes error = data::detail::error_reply(8, ErrorCode::kValue, "ValueError: bad sample");
+  const Bytes exhausted = data::detail::exhausted_reply(9);
+  // Replies the parent must refuse: a tensor past its buffer, and a byte count that wraps.
+  const Bytes past = batch_reply(10, 64, {zeros({64})}, {0}, "");
+  ByteWriter wraps;
+  wraps.put<uint8_t>(1);
+  wraps.put<uint64_t>(11);
+  wraps.put<uint64_t>(4096);
+  wraps.put<uint64_t>(1);
+  wraps.put<int8_t>(static_cast<int8_t>(kInt64));
+  wraps.put<uint64_t>(1);
+  wraps.put<int64_t>(int64_t{1} << 61);  // 2^61 * 8 bytes wraps to 0
+  wraps.put<uint64_t>(0);
+  wraps.put_string("");
+  write_seed(dir, "bad_replies", stream_of({past, wraps.take()}));
+  write_seed(dir, "replies", stream_of({batch, error, exhausted}));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <optional>
 #include <queue>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
@@ -244,18 +245,29 @@ void run_hooks(Node& node, TensorList& inputs) {
   }
 }
 
-// The error, retyped as the same ember::Error subclass, with the node's name in front.
+// The error, retyped as the same ember::Error subclass, named once by the node it came from:
+// "in backward of <node>: <message>". An error that starts "<node>: " (SavedVariable::unpack
+// names the op it unpacks for) loses that prefix rather than naming the node twice; one that
+// already names the node or another backward (a nested backward pass, the in-place check's
+// "saved by <node>", anomaly mode's report) is kept as it is. The location stays the original
+// check's (where()): see Note [Error messages] in core/error.h.
 std::exception_ptr with_node_name(const std::exception& ex, Node& node) {
-  std::string msg = ex.what();
-  if (msg.find("in backward of ") == std::string::npos) msg = "in backward of " + node.name() + ": " + msg;
-  if (dynamic_cast<const DistributedError*>(&ex)) return std::make_exception_ptr(DistributedError(msg));
-  if (dynamic_cast<const TimeoutError*>(&ex)) return std::make_exception_ptr(TimeoutError(msg));
-  if (dynamic_cast<const OutOfMemoryError*>(&ex)) return std::make_exception_ptr(OutOfMemoryError(msg));
-  if (dynamic_cast<const ValueError*>(&ex)) return std::make_exception_ptr(ValueError(msg));
-  if (dynamic_cast<const TypeError*>(&ex)) return std::make_exception_ptr(TypeError(msg));
-  if (dynamic_cast<const IndexError*>(&ex)) return std::make_exception_ptr(IndexError(msg));
-  if (dynamic_cast<const NotImplementedError*>(&ex)) return std::make_exception_ptr(NotImplementedError(msg));
-  return std::make_exception_ptr(Error(msg));
+  const auto* err = dynamic_cast<const Error*>(&ex);
+  std::string msg = err != nullptr ? err->message() : std::string(ex.what());
+  const std::string where = err != nullptr ? err->where() : std::string();
+  const std::string& name = node.name();
+  if (msg.compare(0, name.size() + 2, name + ": ") == 0) msg.erase(0, name.size() + 2);
+  if (msg.find("in backward of ") == std::string::npos && msg.find(name) == std::string::npos)
+    msg = "in backward of " + name + ": " + msg;
+  auto as = [&](auto type) { return std::make_exception_ptr(typename decltype(type)::type(msg, where)); };
+  if (dynamic_cast<const DistributedError*>(&ex)) return as(std::type_identity<DistributedError>());
+  if (dynamic_cast<const TimeoutError*>(&ex)) return as(std::type_identity<TimeoutError>());
+  if (dynamic_cast<const OutOfMemoryError*>(&ex)) return as(std::type_identity<OutOfMemoryError>());
+  if (dynamic_cast<const ValueError*>(&ex)) return as(std::type_identity<ValueError>());
+  if (dynamic_cast<const TypeError*>(&ex)) return as(std::type_identity<TypeError>());
+  if (dynamic_cast<const IndexError*>(&ex)) return as(std::type_identity<IndexError>());
+  if (dynamic_cast<const NotImplementedError*>(&ex)) return as(std::type_identity<NotImplementedError>());
+  return as(std::type_identity<Error>());
 }
 
 void run_task(NodeTask&& t) {

@@ -5,6 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/error.h"
+
 namespace ember::cuda::detail {
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line);
@@ -30,7 +32,7 @@ const char* last_launched_kernel();
   do {                                                                                  \
     const cudaError_t ember_cuda_err_ = (expr);                                         \
     if (ember_cuda_err_ != cudaSuccess) [[unlikely]]                                    \
-      ::ember::cuda::detail::throw_cuda_error(ember_cuda_err_, #expr, __FILE__, __LINE__); \
+      ::ember::cuda::detail::throw_cuda_error(ember_cuda_err_, #expr, EMBER_SOURCE_FILE, __LINE__); \
   } while (0)
 
 /// Throws unless the cuBLAS call `expr` returns CUBLAS_STATUS_SUCCESS.
@@ -38,5 +40,5 @@ const char* last_launched_kernel();
   do {                                                                                         \
     const cublasStatus_t ember_cublas_status_ = (expr);                                        \
     if (ember_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                            \
-      ::ember::cuda::detail::throw_cublas_error(ember_cublas_status_, #expr, __FILE__, __LINE__); \
+      ::ember::cuda::detail::throw_cublas_error(ember_cublas_status_, #expr, EMBER_SOURCE_FILE, __LINE__); \
   } while (0)

@@ -501,6 +501,19 @@ TEST(RNNModules, RetainGraphAllowsASecondBackwardAndWithoutItIsAnError) {
   EXPECT_THAT(error_of([&] { loss.backward(); }), HasSubstr("backward through the graph a second time"));
 }
 
+// Regression (issue 20): a backward through a freed LSTM layer said "in backward of
+// LSTMLayerBackward0: LSTMLayerBackward0: trying to backward ...".
+TEST(RNNModules, FreedLayerErrorNamesTheNodeOnce) {
+  LSTM lstm(3, 4);
+  auto [y, st] = lstm.forward(randn({3, 2, 3}));
+  const Tensor h_n = std::get<0>(st);  // one layer: the layer node's own output
+  sum(h_n).backward();                 // frees the layer's saved tensors
+  const std::string text = error_of([&] { sum(h_n).backward(); });
+  EXPECT_THAT(text, ::testing::StartsWith("in backward of LSTMLayerBackward0: trying to backward through the graph a "
+                                          "second time"));
+  EXPECT_EQ(support::count_of(text, "LSTMLayerBackward0"), 1u) << text;
+}
+
 TEST(RNNModules, ModifyingAWeightBeforeBackwardIsDetected) {
   LSTM lstm(3, 4);
   auto [y, st] = lstm.forward(randn({3, 2, 3}));

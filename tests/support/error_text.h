@@ -37,4 +37,11 @@ std::string error_of(F&& f) {
   return {};
 }
 
+/// How many times `word` occurs in `text` (non-overlapping), e.g. to check a name appears once.
+inline size_t count_of(const std::string& text, const std::string& word) {
+  size_t n = 0;
+  for (size_t at = text.find(word); !word.empty() && at != std::string::npos; at = text.find(word, at + word.size())) ++n;
+  return n;
+}
+
 }  // namespace ember::support

@@ -37,6 +37,6 @@ void recv(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int s
 /// deadline is a DistributedError.
 #define EMBER_NCCL_CALL(c, expr, who)                                                                     \
   ::ember::parallel::nccl::detail::check_settled(                                                         \
-      ::ember::parallel::nccl::detail::settle((c).comm, (expr), (c).deadline), #expr, (who), __FILE__, __LINE__)
+      ::ember::parallel::nccl::detail::settle((c).comm, (expr), (c).deadline), #expr, (who), EMBER_SOURCE_FILE, __LINE__)
 
 }  // namespace ember::parallel::nccl

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "parallel/distributed/reduce_op.h"
 
 namespace ember::parallel::mpi::detail {
@@ -38,5 +39,5 @@ std::string error_string(int code);
   do {                                                                                           \
     const int ember_mpi_rc_ = (expr);                                                            \
     if (ember_mpi_rc_ != MPI_SUCCESS) [[unlikely]]                                               \
-      ::ember::parallel::mpi::detail::throw_mpi_error(ember_mpi_rc_, #expr, (who), __FILE__, __LINE__); \
+      ::ember::parallel::mpi::detail::throw_mpi_error(ember_mpi_rc_, #expr, (who), EMBER_SOURCE_FILE, __LINE__); \
   } while (0)

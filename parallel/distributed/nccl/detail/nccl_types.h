@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "parallel/distributed/reduce_op.h"
 
 namespace ember::parallel::nccl::detail {
@@ -35,7 +36,7 @@ void check_settled(ncclResult_t r, const char* expr, const std::string& who, con
   do {                                                                                                \
     const ncclResult_t ember_nccl_rc_ = (expr);                                                       \
     if (ember_nccl_rc_ != ncclSuccess && ember_nccl_rc_ != ncclInProgress) [[unlikely]]               \
-      ::ember::parallel::nccl::detail::throw_nccl_error(ember_nccl_rc_, #expr, (who), __FILE__, __LINE__); \
+      ::ember::parallel::nccl::detail::throw_nccl_error(ember_nccl_rc_, #expr, (who), EMBER_SOURCE_FILE, __LINE__); \
   } while (0)
 
 /// The same for CUDA runtime calls of the nccl backend.
@@ -43,5 +44,5 @@ void check_settled(ncclResult_t r, const char* expr, const std::string& who, con
   do {                                                                                                \
     const cudaError_t ember_cuda_rc_ = (expr);                                                        \
     if (ember_cuda_rc_ != cudaSuccess) [[unlikely]]                                                   \
-      ::ember::parallel::nccl::detail::throw_cuda_error(ember_cuda_rc_, #expr, (who), __FILE__, __LINE__); \
+      ::ember::parallel::nccl::detail::throw_cuda_error(ember_cuda_rc_, #expr, (who), EMBER_SOURCE_FILE, __LINE__); \
   } while (0)

@@ -11,6 +11,7 @@
 
 #include "core/ops/native.h"
 #include "nn/container.h"
+#include "nn/detail/replica_parameters.h"
 
 namespace ember::nn {
 
@@ -315,8 +316,11 @@ void Module::copy_values_from(const Module& other, std::optional<Device> device)
       }
       const Device target = device ? *device : src.device();
       Tensor data;
+      const Tensor* given = params ? detail::ReplicaParametersGuard::find(src, target) : nullptr;
       if (params && detail::ShareCpuParametersGuard::active() && target.is_cpu() && src.device().is_cpu()) {
         data = detail::alias_on_cpu_device(src, target);  // see ShareCpuParametersGuard
+      } else if (given != nullptr) {
+        data = *given;  // copied already (DataParallel's broadcast; see ReplicaParametersGuard)
       } else {
         data = target == src.device() ? native::clone(src) : native::to(src, target);  // one copy either way
       }

@@ -6,6 +6,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ops/native.h"
+#include "nn/detail/replica_parameters.h"
 #include "parallel/comm.h"
 #include "parallel/detail/comm_nccl.h"
 
@@ -30,6 +31,13 @@
 // order, which is fixed for a given device list and bucket size, so the result is still
 // reproducible run to run. It takes that path only when every replica delivered every gradient
 // in the originals' dtype; otherwise the per-parameter sum above.
+// Note [Replica parameter broadcast]: across distinct GPUs where NCCL works (use_nccl,
+// nccl_ready), with every parameter on one of them, the replicas' parameter values come from one
+// comm::broadcast_coalesced (an NCCL broadcast per flat bucket on the devices' current streams,
+// as PyTorch's replicate does through Broadcast) and clone() takes them
+// (nn::detail::ReplicaParametersGuard) instead of copying parameter by parameter; a replica's
+// parameters are then views of its buckets, which nothing writes. The replica on the source
+// device still gets its own copy from clone (see below). Elsewhere clone copies, as before.
 // Parameters whose original does not require grad stay detached leaves. Under NoGradGuard the
 // replicas are detached (PyTorch's replicate(detach=True)).
 // Replica 0 is a copy too, even on the source device: reusing the original would make its
@@ -89,6 +97,25 @@ std::optional<autograd::TensorList> reduce_over_nccl(const std::vector<GradTarge
   return r;
 }
 
+// Note [Replica parameter broadcast]: per device, the broadcast copies of `originals` (empty
+// maps where clone copies: the source device, or every device when the broadcast does not apply).
+std::vector<nn::detail::ParameterCopies> broadcast_parameters(const std::vector<Tensor>& originals,
+                                                              const std::vector<Device>& devices) {
+  std::vector<nn::detail::ParameterCopies> copies(devices.size());
+  if (originals.empty()) return copies;
+  const Device src = originals[0].device();
+  for (const Tensor& p : originals) {
+    if (p.device() != src) return copies;
+  }
+  if (!comm::detail::use_nccl(devices, src, kFloat32) || !comm::detail::nccl_ready(devices)) return copies;
+  std::vector<std::vector<Tensor>> out = comm::broadcast_coalesced(originals, devices);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i] == src) continue;
+    for (size_t j = 0; j < originals.size(); ++j) copies[i].emplace(originals[j].impl(), out[i][j]);
+  }
+  return copies;
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices) {
@@ -115,10 +142,13 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
   replicas.reserve(devices.size());
   std::vector<Tensor> replica_params;  // replica-major, in slot order: the node's outputs
   std::vector<size_t> output_input;    // output o -> index into `tracked` (the node's input)
-  for (const Device& device : devices) {
+  const std::vector<nn::detail::ParameterCopies> copies = broadcast_parameters(originals, devices);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const Device& device = devices[d];
     std::shared_ptr<nn::Module> replica;
     {
       nn::detail::ShareCpuParametersGuard share;  // see Note [Replica parameters]
+      nn::detail::ReplicaParametersGuard given(&copies[d]);  // see Note [Replica parameter broadcast]
       replica = module.clone(device);
     }
     nn::StateDict slots = replica->named_parameters(true, /*remove_duplicate=*/false);

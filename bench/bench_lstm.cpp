@@ -20,6 +20,10 @@
 // (cublas_sgemm_gflops, gpu_lstm_vs_cublas_flops_ratio), and, where the Python's torch has CUDA,
 // the same step in PyTorch on that device (torch_gpu_lstm_train_step_ms; gpu_lstm_vs_torch_ratio
 // is ember's time over torch's). Without a CUDA device it prints a `#` line and exits 0.
+// With cuDNN, also the LSTM alone: ember's forward + backward of the packed 2-layer LSTM
+// (gpu_lstm_fwd_bwd_ms, through the cuDNN path) against the same forward and backward (data and
+// weights) called directly on cuDNN in the same run (cudnn_reference_step_ms,
+// bench/cuda/cudnn_lstm_reference.h), and their ratio gpu_lstm_vs_cudnn_ratio (goal <= 1.1).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,17 +33,23 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "bench/torch_peer.h"
+#ifdef EMBER_BENCH_HAVE_CUDNN
+#include "bench/cuda/cudnn_lstm_reference.h"
+#endif
 #include "core/kernels/cpu/isa.h"
 #include "core/kernels/cpu/packed_gemm.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 #include "core/stream.h"
 #include "core/thread_pool.h"
@@ -204,6 +214,51 @@ void print_gemm_lines(double step_ms, const std::vector<int64_t>& lengths) {
   }
 }
 
+// The LSTM alone on the GPU: ember's forward + backward through the cuDNN path against cuDNN
+// called directly on the same shapes (see the header comment).
+void print_cudnn_lines(Device device, const std::vector<int64_t>& lengths, int steps) {
+#ifdef EMBER_BENCH_HAVE_CUDNN
+  native::CudnnRnnConfig config;
+  config.input_size = kEmbed;
+  config.hidden_size = kHidden;
+  config.num_layers = kLayers;
+  if (!native::cudnn_rnn_usable(config, zeros({1, kEmbed}, TensorOptions().device(device)))) {
+    std::printf("# the cuDNN RNN is off (EMBER_CUDNN=0): no gpu_lstm_vs_cudnn_ratio\n");
+    return;
+  }
+  nn::LSTM lstm(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers));
+  lstm.to(device);
+  Tensor x = randn({kBatch, kSteps, kEmbed}, TensorOptions().device(device));
+  x.requires_grad_(true);  // as the embedding's output is: cuDNN computes dx either way
+  auto packed = nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
+  Tensor g = randn({packed.data.size(0), kHidden}, TensorOptions().device(device));
+  auto step = [&] {
+    lstm.zero_grad(/*set_to_none=*/true);
+    auto [out, state] = lstm.forward(packed);
+    autograd::backward({out.data}, {g});
+    current_stream(device).synchronize();
+  };
+  for (int i = 0; i < kWarmup; ++i) step();
+  const double ember_ms = median_ms(steps, step);
+  std::vector<int> sorted(lengths.begin(), lengths.end());
+  std::sort(sorted.begin(), sorted.end(), std::greater<int>());
+  std::string error;
+  const double ref_ms = bench::cudnn_lstm_reference_ms(device.index, kEmbed, kHidden, kLayers, sorted, steps, &error);
+  std::printf("gpu_lstm_fwd_bwd_ms %.3f ms\n", ember_ms);
+  if (ref_ms < 0) {
+    std::printf("# cuDNN reference failed: %s\n", error.c_str());
+    return;
+  }
+  std::printf("cudnn_reference_step_ms %.3f ms\n", ref_ms);
+  std::printf("gpu_lstm_vs_cudnn_ratio %.3f ratio\n", ember_ms / ref_ms);
+#else
+  (void)device;
+  (void)lengths;
+  (void)steps;
+  std::printf("# ember was built without cuDNN: no cudnn_reference_step_ms\n");
+#endif
+}
+
 }  // namespace
 
 // The training step on a GPU: gpu_lstm_train_step_ms (median, the stream synchronized per
@@ -257,6 +312,7 @@ int run_on_gpu(Device device, const std::vector<int64_t>& lengths, const std::st
       std::printf("torch_gpu_lstm_train_step_ms %.3f ms\n", t);
       std::printf("gpu_lstm_vs_torch_ratio %.3f ratio\n", step_ms / t);
     }
+    print_cudnn_lines(device, lengths, steps);
   } catch (const Error& e) {
     std::printf("# gpu step failed on %s: %s\n", device.str().c_str(), e.what());
     return 1;

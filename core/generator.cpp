@@ -45,6 +45,12 @@ void Generator::manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(mu_);
   seed_ = seed;
   offset_ = 0;
+  ++seed_epoch_;
+}
+
+uint64_t Generator::seed_epoch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seed_epoch_;
 }
 
 uint64_t Generator::initial_seed() const {
@@ -76,6 +82,7 @@ void Generator::set_state(const std::vector<uint8_t>& state) {
   std::lock_guard<std::mutex> lock(mu_);
   seed_ = seed;
   offset_ = offset;
+  ++seed_epoch_;
 }
 
 PhiloxState Generator::reserve(uint64_t num_blocks) {

@@ -34,6 +34,10 @@ class Generator {
   /// Throws ValueError when `state` is not a state produced by get_state().
   void set_state(const std::vector<uint8_t>& state);
   Device device() const { return device_; }
+  /// Counts manual_seed / seed / set_state calls: state derived from the generator elsewhere
+  /// (the cuDNN RNN's dropout states) is re-drawn when it changes, as PyTorch's
+  /// reset_rnn_state flag does.
+  uint64_t seed_epoch() const;
 
   /// Reserves `num_blocks` Philox blocks and returns where they start.
   PhiloxState reserve(uint64_t num_blocks);
@@ -44,6 +48,7 @@ class Generator {
   mutable std::mutex mu_;
   uint64_t seed_;    // guarded by mu_
   uint64_t offset_;  // guarded by mu_
+  uint64_t seed_epoch_ = 0;  // guarded by mu_
   Device device_;
 };
 

@@ -196,6 +196,8 @@ void move_impl(Tensor& t, const Tensor& moved) {
 }
 }  // namespace
 
+void Module::set_data(Tensor& slot, const Tensor& data) { move_impl(slot, data); }
+
 void Module::to(Device device) {
   for (auto& [n, t] : parameters_) {
     if (t.defined()) move_impl(t, native::to(t, device));

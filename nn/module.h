@@ -75,6 +75,11 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void to(DType dtype);
   void to(Device device, DType dtype) { to(device); to(dtype); }
   void zero_grad(bool set_to_none = true);
+  /// Points the registered tensor `slot` at `data`'s storage, sizes and strides in place (the
+  /// same handle, so optimizers holding it see the new data; its version is bumped and a grad
+  /// follows data's device and dtype), as to(device) does. For layers that re-lay out their
+  /// parameters (Note [RNN flat weights] in core/ops/rnn_flat_weights.cpp).
+  static void set_data(Tensor& slot, const Tensor& data);
 
   // ---- state ---------------------------------------------------------------------------------------
   /// Parameters then buffers of each module, depth first, PyTorch's key names.

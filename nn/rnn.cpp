@@ -7,7 +7,9 @@
 #include "autograd/ops.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "core/ops/rnn_flat_weights.h"
 #include "core/detail/checked_math.h"
+#include "nn/detail/cudnn_rnn.h"
 #include "nn/detail/gather_rows.h"
 
 namespace ember::nn {
@@ -88,6 +90,17 @@ std::tuple<Tensor, Tensor, Tensor> forward_rows(const RnnConfig& c, const std::v
   const TensorOptions opts = TensorOptions(data.dtype()).device(data.device());
   if (!h0.defined()) h0 = zeros({L * D, B, H}, opts);
   if (lstm && !c0.defined()) c0 = zeros({L * D, B, H}, opts);
+  // On CUDA the whole stack is one cuDNN call where it can be (Note [cuDNN RNN]).
+  native::CudnnRnnConfig cc;
+  cc.mode = c.mode;
+  cc.input_size = c.input_size;
+  cc.hidden_size = H;
+  cc.num_layers = L;
+  cc.bidirectional = c.bidirectional;
+  cc.bias = c.bias;
+  cc.dropout = c.dropout;
+  cc.training = training;
+  if (native::cudnn_rnn_usable(cc, data)) return cudnn_rnn(cc, data, steps, h0, c0, weights);
   Tensor x = data;
   std::vector<Tensor> hs, cs;
   for (int64_t l = 0; l < L; ++l) {
@@ -167,6 +180,27 @@ void rnn_register_parameters(Module& m, const RnnConfig& c) {
     }
   }
   rnn_reset_parameters(m, c);
+}
+
+void rnn_flatten_parameters(std::vector<std::pair<std::string, Tensor>>& params) {
+  std::vector<Tensor> ws;
+  for (const auto& [n, p] : params) {
+    if (!p.defined()) return;  // a removed parameter: nothing to lay out
+    ws.push_back(p);
+  }
+  if (ws.empty() || native::rnn_weights_are_flat(ws)) return;
+  for (const Tensor& w : ws) {
+    // Mixed devices or dtypes (a half-moved module): leave them; each call then copies.
+    if (w.device() != ws[0].device() || w.dtype() != ws[0].dtype()) return;
+  }
+  NoGradGuard no_grad;
+  const Tensor flat = native::rnn_concat_weights(ws);
+  int64_t off = 0;
+  for (auto& [n, p] : params) {
+    const int64_t numel = p.numel();
+    Module::set_data(p, native::view(native::narrow(flat, 0, off, numel), p.sizes()));
+    off += numel;
+  }
 }
 
 void rnn_reset_parameters(Module& m, const RnnConfig& c) {

@@ -2,8 +2,11 @@
 // parameters (weight_ih_l{k}[_reverse] [G*H, in], weight_hh_l{k}[_reverse] [G*H, H],
 // bias_ih_..., bias_hh_...; gate order LSTM i,f,g,o and GRU r,z,n), default init
 // U(-1/sqrt(H), 1/sqrt(H)), and semantics (nn.RNN / nn.LSTM / nn.GRU), taking a padded Tensor or
-// a PackedSequence. Each layer runs as one autograd node with a fused CPU kernel (see
-// nn/detail/rnn_layer.h). Not thread-safe (a Module); clones may run concurrently.
+// a PackedSequence. The parameters are views of one flat buffer (Note [RNN flat weights] in
+// core/ops/rnn_flat_weights.cpp). On CUDA with cuDNN the whole stack runs as one cuDNN call
+// (nn/detail/cudnn_rnn.h); otherwise each layer runs as one autograd node with a fused CPU
+// kernel or the stepwise CUDA engine (nn/detail/rnn_layer.h). Not thread-safe (a Module);
+// clones may run concurrently.
 #pragma once
 #include <optional>
 #include <string>
@@ -74,6 +77,9 @@ void rnn_check_config(const RnnConfig& c);
 /// rnn_reset_parameters) unless a SkipInitGuard is active.
 void rnn_register_parameters(Module& m, const RnnConfig& c);
 void rnn_reset_parameters(Module& m, const RnnConfig& c);
+/// Copies the parameters of `m` (in registration order) into one new buffer and makes each a
+/// view of it (Note [RNN flat weights]); a no-op when they already are, or have none.
+void rnn_flatten_parameters(std::vector<std::pair<std::string, Tensor>>& params);
 /// Padded input with optional (undefined) h0/c0 -> (output, h_n, c_n).
 std::tuple<Tensor, Tensor, Tensor> rnn_forward_padded(const RnnConfig& c, const std::vector<Tensor>& weights,
                                                       bool training, const Tensor& input, const Tensor& h0,
@@ -93,7 +99,29 @@ class RNNBase : public Cloneable<Derived> {
  public:
   using Mode = detail::RnnMode;
 
-  void reset() override { detail::rnn_register_parameters(*this, config_); }
+  void reset() override {
+    detail::rnn_register_parameters(*this, config_);
+    flatten_parameters();
+  }
+  /// Makes every parameter a view of one flat buffer again (PyTorch's flatten_parameters; see
+  /// Note [RNN flat weights]). The module calls it itself after to() and clone(); call it after
+  /// replacing a parameter's data by hand to get the in-place cuDNN weights back.
+  void flatten_parameters() { detail::rnn_flatten_parameters(this->parameters_); }
+  void to(Device device) override {
+    Module::to(device);
+    flatten_parameters();
+  }
+  void to(DType dtype) override {
+    Module::to(dtype);
+    flatten_parameters();
+  }
+  using Module::to;
+  std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const override {
+    std::shared_ptr<Module> copy = Cloneable<Derived>::clone(device);
+    // Shared CPU parameters (ShareCpuParametersGuard) alias this module's buffer, already flat.
+    if (!detail::ShareCpuParametersGuard::active()) static_cast<Derived&>(*copy).flatten_parameters();
+    return copy;
+  }
   /// Re-draws every parameter from U(-1/sqrt(H), 1/sqrt(H)); does nothing under SkipInitGuard.
   void reset_parameters() { detail::rnn_reset_parameters(*this, config_); }
   /// The parameters in PyTorch's _flat_weights order (w_ih, w_hh, b_ih, b_hh per layer and direction).

@@ -6,6 +6,7 @@
 # it unpacks the prebuilt binaries into OUT_DIR/bundle-run and runs them without compiling. Then,
 # each step with its own time limit, in this order:
 #   gpu-tests            every test labelled `gpu` (ctest -L gpu; in a bundle the same binaries)
+#                        (cudnn_rnn_test among them: the cuDNN RNN against the fallback and CPU)
 #   example-1gpu         one epoch of examples/rnn_dp on cuda:0 (--single-device)
 #   example-resume-cpu   that run's checkpoint continues for an epoch on cpu:0 (a GPU checkpoint
 #                        loads on the CPU)
@@ -19,7 +20,8 @@
 #   example-ddp-tcp-cuda rnn_dp --ddp --backend tcp, two ranks under ember-run on the GPUs
 #                        (cuda:(local_rank % GPUs): both on cuda:0 with one GPU, which NCCL
 #                        refuses), CUDA tensors staged through the host
-#   bench                ember-bench-lstm --device cuda:0 (with PyTorch's step on the GPU where
+#   bench                ember-bench-lstm --device cuda:0 (with cuDNN, gpu_lstm_vs_cudnn_ratio
+#                        against cuDNN called directly; with PyTorch's step on the GPU where
 #                        the machine's python3, or $EMBER_BENCH_PYTHON, imports a CUDA torch)
 #   bench-allreduce      ember-bench-allreduce --backend nccl (one rank per GPU)
 #   bench-dp             ember-bench-dp --devices <every GPU> (SKIP with one GPU)

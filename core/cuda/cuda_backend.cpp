@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/allocator.h"
+#include "core/config.h"
 #include "core/cuda/cublas_gemm.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
@@ -21,6 +22,12 @@ namespace cuda {
 namespace {
 
 using native::detail::CudaKernels;
+
+}  // namespace
+#if EMBER_HAVE_CUDNN
+const native::detail::CudnnRnnBackend* cudnn_rnn_backend();  // cudnn_rnn.cpp
+#endif
+namespace {
 
 // Every operand of a plan is on one device (checked by the ops); the output decides. The plan
 // carries its index, so no op asks the driver where a pointer lives.
@@ -132,6 +139,11 @@ CudaKernels g_kernels{
     .layer_norm_backward = &layer_norm_backward,
     .rnn_cell_f32 = &rnn_cell_f32,
     .rnn_cell_f64 = &rnn_cell_f64,
+#if EMBER_HAVE_CUDNN
+    .cudnn_rnn = cudnn_rnn_backend(),
+#else
+    .cudnn_rnn = nullptr,
+#endif
 };
 
 }  // namespace

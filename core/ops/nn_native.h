@@ -144,4 +144,64 @@ std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, c
                                        const std::vector<RnnDirectionSaved>& saved, const Tensor& d_output,
                                        const Tensor& d_h_n, const Tensor& d_c_n, const std::vector<bool>& needs);
 
+// ---- the cuDNN RNN: the whole stack in one call (Note [cuDNN RNN] in core/ops/cudnn_rnn.cpp) ----
+
+struct CudnnRnnConfig {
+  RnnMode mode = RnnMode::kLstm;
+  int64_t input_size = 0, hidden_size = 0, num_layers = 1;
+  bool bidirectional = false, bias = true;
+  double dropout = 0.0;  // between layers, applied when training
+  bool training = false;
+};
+
+/// Whether the cuDNN RNN is allowed: EMBER_CUDNN=0 in the environment turns it off (read once);
+/// set_cudnn_enabled overrides that for the process (tests compare both paths).
+bool cudnn_enabled();
+void set_cudnn_enabled(bool on);
+/// True when `input` (packed rows [N, F]) can run through cuDNN: it is on CUDA, ember was
+/// built with cuDNN, cudnn_enabled(), float32/float64, and every size fits cuDNN's int range.
+bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input);
+
+/// What the cuDNN backward needs from its forward.
+struct CudnnRnnSaved {
+  Tensor weight_space;        // the parameters' own flat buffer (a view at its start) or a packed copy
+  size_t weight_space_bytes = 0;
+  std::vector<int64_t> gate_offsets;  // cuDNN's layout (native::rnn_gate_offsets form)
+  Tensor reserve;             // cuDNN's reserve space (training)
+  size_t reserve_bytes = 0;
+  Tensor dev_seq_lengths;     // int32 [B] on the device
+  std::vector<int32_t> seq_lengths;  // the same on the host
+  int64_t max_seq_length = 0;
+  Tensor dropout_states;      // the device's states (undefined without dropout)
+  uint64_t dropout_seed = 0;
+  double dropout = 0.0;       // p as applied (0 when not training)
+};
+
+struct CudnnRnnForward {
+  Tensor output;  // [N, D*H]
+  Tensor h_n;     // [L*D, B, H]
+  Tensor c_n;     // LSTM: [L*D, B, H]
+  CudnnRnnSaved saved;
+};
+
+/// The stack of c.num_layers layers over packed rows `input` [N, F] (steps: its batch sizes)
+/// through cudnnRNNForward. h0, c0: [L*D, B, H] (c0 LSTM only); weights: the module's
+/// parameters in registration order (Note [RNN flat weights]). need_backward: keep the reserve
+/// space for cudnn_rnn_backward. Preconditions: cudnn_rnn_usable, shapes checked by the caller.
+CudnnRnnForward cudnn_rnn_forward(const CudnnRnnConfig& c, const Tensor& input, const PackedSteps& steps,
+                                  const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                                  bool need_backward);
+
+struct CudnnRnnGrads {
+  Tensor d_input, d_h0, d_c0;
+  std::vector<Tensor> d_weights;  // one per weight, shaped like it (empty unless wanted)
+};
+
+/// cudnnRNNBackwardData_v8 then (when need_weights) cudnnRNNBackwardWeights_v8. d_output,
+/// d_h_n, d_c_n may be undefined (zero).
+CudnnRnnGrads cudnn_rnn_backward(const CudnnRnnConfig& c, const CudnnRnnSaved& saved, const Tensor& input,
+                                 const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                                 const Tensor& output, const Tensor& d_output, const Tensor& d_h_n,
+                                 const Tensor& d_c_n, bool need_weights);
+
 }  // namespace ember::native

@@ -21,6 +21,7 @@
 #include "core/nested.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 #include "nn/functional.h"
 #include "nn/rnn.h"
@@ -30,19 +31,9 @@
 namespace ember {
 namespace {
 using test_support::kGpu;
+using test_support::leaf_on;
+using test_support::seeded;
 using nn::utils::rnn::PackedSequence;
-
-Tensor seeded(const IntList& sizes, uint64_t seed, DType dt) {
-  Generator g(seed);
-  return native::to(randn(sizes, TensorOptions(kFloat64), &g), dt);
-}
-
-Tensor leaf_on(const Tensor& t, Device d) {
-  Tensor c = native::to(t, d);
-  if (c.device() == t.device()) c = native::clone(t);
-  c.requires_grad_(true);
-  return c;
-}
 
 // got (on the GPU) against want (on the CPU): |got - want| <= tol * (1 + |want|).
 void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
@@ -205,6 +196,13 @@ void check_rnn_module(const std::string& what, DType dt, const std::function<std
 
 TEST(CudaNnOps, RecurrentLayersMatchCpuPackedAndPaddedWithGradients) {
   EMBER_REQUIRE_CUDA();
+  // The device-neutral layers (cuBLAS + cell kernels); the cuDNN path has cudnn_rnn_test.
+  const bool cudnn_was = native::cudnn_enabled();
+  native::set_cudnn_enabled(false);
+  struct Restore {
+    bool on;
+    ~Restore() { native::set_cudnn_enabled(on); }
+  } restore{cudnn_was};
   namespace R = nn::utils::rnn;
   const std::vector<int64_t> lengths = {4, 6, 1, 6};
   for (DType dt : {kFloat32, kFloat64}) {

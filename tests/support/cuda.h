@@ -4,6 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "core/device.h"
+#include "core/generator.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/ops/random.h"
+#include "core/tensor.h"
 
 /// Skips the test (with its reason) when no CUDA device is visible.
 #define EMBER_REQUIRE_CUDA()                                                                   \
@@ -12,4 +17,19 @@
 
 namespace ember::test_support {
 inline constexpr Device kGpu = Device::cuda(0);
+
+/// Standard normal values of `sizes` from a Generator seeded with `seed` (drawn in float64, then
+/// converted to dt), the same on every device and run.
+inline Tensor seeded(const IntList& sizes, uint64_t seed, DType dt) {
+  Generator g(seed);
+  return native::to(randn(sizes, TensorOptions(kFloat64), &g), dt);
+}
+
+/// A leaf that requires grad on `d` holding t's values (a copy even when t is already there).
+inline Tensor leaf_on(const Tensor& t, Device d) {
+  Tensor c = native::to(t, d);
+  if (c.device() == t.device()) c = native::clone(t);
+  c.requires_grad_(true);
+  return c;
+}
 }  // namespace ember::test_support

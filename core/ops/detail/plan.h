@@ -13,6 +13,7 @@
 #include "core/kernels/reduce.h"
 #include "core/kernels/rnn_cell.h"
 #include "core/kernels/softmax.h"
+#include "core/ops/detail/cudnn_rnn_plan.h"
 #include "core/tensor.h"
 
 namespace ember::native::detail {
@@ -120,6 +121,8 @@ struct CudaKernels {
                        int device_index);
   void (*rnn_cell_f64)(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                        int device_index);
+  /// The cuDNN RNN (core/cuda/cudnn_rnn.cpp); null when ember was built without cuDNN.
+  const CudnnRnnBackend* cudnn_rnn = nullptr;
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);

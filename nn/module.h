@@ -111,8 +111,10 @@ class Module : public std::enable_shared_from_this<Module> {
     buffers_.clear();
     children_.clear();
   }
-  /// Copies parameter/buffer values (and training flag) from `other`, which has this structure.
-  void copy_values_from(const Module& other, std::optional<Device> device);
+  /// Copies parameter/buffer values (and training flag) from `other`, which has this structure,
+  /// then does the same for each child. Virtual for layers that lay their parameters out
+  /// themselves (RNNBase re-flattens: Note [RNN flat weights]).
+  virtual void copy_values_from(const Module& other, std::optional<Device> device);
 
   std::string name_;
   bool training_ = true;

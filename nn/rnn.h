@@ -104,7 +104,8 @@ class RNNBase : public Cloneable<Derived> {
     flatten_parameters();
   }
   /// Makes every parameter a view of one flat buffer again (PyTorch's flatten_parameters; see
-  /// Note [RNN flat weights]). The module calls it itself after to() and clone(); call it after
+  /// Note [RNN flat weights]). The module calls it itself after to() and clone() (also as a
+  /// child of a cloned module); call it after
   /// replacing a parameter's data by hand to get the in-place cuDNN weights back.
   void flatten_parameters() { detail::rnn_flatten_parameters(this->parameters_); }
   void to(Device device) override {
@@ -116,12 +117,14 @@ class RNNBase : public Cloneable<Derived> {
     flatten_parameters();
   }
   using Module::to;
-  std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const override {
-    std::shared_ptr<Module> copy = Cloneable<Derived>::clone(device);
-    // Shared CPU parameters (ShareCpuParametersGuard) alias this module's buffer, already flat.
-    if (!detail::ShareCpuParametersGuard::active()) static_cast<Derived&>(*copy).flatten_parameters();
-    return copy;
+  /// clone() (its own, or a parent's) copies values parameter by parameter: flatten again.
+  void copy_values_from(const Module& other, std::optional<Device> device) override {
+    Module::copy_values_from(other, device);
+    // Shared CPU parameters (ShareCpuParametersGuard) alias the original's buffer, already flat.
+    if (!detail::ShareCpuParametersGuard::active()) flatten_parameters();
   }
+
+
   /// Re-draws every parameter from U(-1/sqrt(H), 1/sqrt(H)); does nothing under SkipInitGuard.
   void reset_parameters() { detail::rnn_reset_parameters(*this, config_); }
   /// The parameters in PyTorch's _flat_weights order (w_ih, w_hh, b_ih, b_hh per layer and direction).

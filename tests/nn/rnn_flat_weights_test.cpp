@@ -125,6 +125,26 @@ TEST(RnnFlatWeights, CloneHasItsOwnFlatBufferWithTheSameValues) {
   EXPECT_NE(flat_values(*copy), flat_values(gru));
 }
 
+// A user's model holding an LSTM, as DataParallel replicates it: the clone's LSTM is flat too.
+struct Holder : Cloneable<Holder> {
+  std::shared_ptr<LSTM> lstm;
+  Holder() { reset(); }
+  void reset() override { lstm = register_module("lstm", std::make_shared<LSTM>(LSTMOptions(2, 3).num_layers(2))); }
+};
+
+TEST(RnnFlatWeights, AChildOfAClonedModuleIsFlatToo) {
+  Holder h;
+  auto copy = h.clone_as();
+  EXPECT_EQ(flat_values(*copy->lstm), flat_values(*h.lstm));
+  EXPECT_TRUE(native::rnn_weights_are_flat(params_of(*copy->lstm)));
+  EXPECT_FALSE(params_of(*copy->lstm)[0].storage().is_same(params_of(*h.lstm)[0].storage()));
+  // DataParallel's CPU replicas alias the original's memory: no re-flattening copy there.
+  detail::ShareCpuParametersGuard share;
+  auto alias = h.clone_as(Device::cpu(1));
+  const auto mine = params_of(*h.lstm), theirs = params_of(*alias->lstm);
+  for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(theirs[i].raw_data(), mine[i].raw_data()) << i;
+}
+
 TEST(RnnFlatWeights, ToDtypeAndToDeviceReflattenInPlaceOfTheSameHandles) {
   LSTM lstm(LSTMOptions(2, 3).num_layers(2));
   const std::vector<Tensor> handles = params_of(lstm);  // what an optimizer would hold

@@ -56,16 +56,38 @@ function(ember_target_defaults tgt)
   endif()
 endfunction()
 
-# ember_add_library(name SOURCES ... DEPS ...)
+# ember_link_private(target DEPS dep... [INSTALL_LINK_DEPS imported-target...])
+# See Note [Private dependencies] in the top-level CMakeLists.txt: DEPS are linked PRIVATE for
+# the build only, never exported; INSTALL_LINK_DEPS are what a static library's consumer must
+# link instead (the ember_deps:: targets of cmake/emberLinkDependencies.cmake).
+function(ember_link_private tgt)
+  cmake_parse_arguments(A "" "" "DEPS;INSTALL_LINK_DEPS" ${ARGN})
+  foreach(dep IN LISTS A_DEPS)
+    target_link_libraries(${tgt} PRIVATE $<BUILD_INTERFACE:${dep}>)
+  endforeach()
+  if(NOT EMBER_BUILD_SHARED)
+    foreach(dep IN LISTS A_INSTALL_LINK_DEPS)
+      target_link_libraries(${tgt} INTERFACE $<INSTALL_INTERFACE:${dep}>)
+    endforeach()
+  endif()
+endfunction()
+
+# ember_add_library(name SOURCES ... DEPS ... [PRIVATE_DEPS ...] [INSTALL_LINK_DEPS ...])
+# Static, or shared with EMBER_BUILD_SHARED. Installed headers are included as <ember/...>.
 function(ember_add_library name)
-  cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
-  add_library(${name} STATIC ${A_SOURCES})
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS;PRIVATE_DEPS;INSTALL_LINK_DEPS" ${ARGN})
+  if(EMBER_BUILD_SHARED)
+    add_library(${name} SHARED ${A_SOURCES})
+  else()
+    add_library(${name} STATIC ${A_SOURCES})
+  endif()
   add_library(ember::${name} ALIAS ${name})
   target_include_directories(${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
-    $<INSTALL_INTERFACE:include/ember>)
-  target_link_libraries(${name} PUBLIC ${A_DEPS} PRIVATE ${A_PRIVATE_DEPS})
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${name} PUBLIC ${A_DEPS})
+  ember_link_private(${name} DEPS ${A_PRIVATE_DEPS} INSTALL_LINK_DEPS ${A_INSTALL_LINK_DEPS})
   ember_target_defaults(${name})
   set_property(GLOBAL APPEND PROPERTY EMBER_INSTALL_TARGETS ${name})
 endfunction()

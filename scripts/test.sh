@@ -37,7 +37,9 @@ if [ -d build/cuda ] && [ "${EMBER_SKIP_CUDA_BUILD:-0}" != 1 ]; then
 fi
 step_done release_tests
 if [ "${EMBER_SKIP_SANITIZERS:-0}" != 1 ]; then
-  # Preset asan-ubsan: -O1, CUDA and benchmarks off; examples on (rnn_dp_test runs rnn_dp).
+  # Preset asan-ubsan: -O1, CUDA and benchmarks off; examples on (rnn_dp_test runs rnn_dp);
+  # shared libraries, so that its install_consumer_test checks the shared package while the
+  # release suite's checks the static one (Note [Install test kinds]).
   # rnn_dp_ddp_test and rnn_dp_launchers_test (rnn_dp under ember-run/mpirun/torchrun/srun,
   # 500 s of the 617 s this suite took under ASan) run in the release suite only, unless
   # EMBER_SANITIZE_ALL_TESTS=1: their library code runs under ASan in the other tests.

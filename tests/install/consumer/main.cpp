@@ -3,7 +3,11 @@
 #include <cstdio>
 #include <iostream>
 
-#include "ember/ember.h"
+#include <ember/ember.h>
+#include <ember/nn/rnn.h>  // one header on its own, as a project may include it
+
+#include "core/tensor.h"  // this project's own core/ and nn/, not ember's (consumer/CMakeLists.txt)
+#include "nn/rnn.h"
 
 using namespace ember;
 namespace rnn = ember::nn::utils::rnn;
@@ -96,6 +100,7 @@ int main() {
   Tensor g = tensor({1, 2, 3});
   g.requires_grad_(true);
   sum(mul(mul(g, g), 3.0)).backward();
+  std::printf("own headers: %s %s\n", my_app::own_core_header(), my_app::own_nn_header());
   std::printf("loss=%.4f y_device=%s out=%s batches=%d tensors=%zu grad=%g\n", v, y.device().str().c_str(),
               out.device().str().c_str(), batches, loaded.size(), g.grad().to_vector<float>()[0]);
   return out.sizes() == IntList{7, 4, 6} && batches == 3 ? 0 : 1;

@@ -39,6 +39,12 @@
 //   ddp_vs_plain_concurrent_2r             plain_step_ms_2r / ddp_step_ms_2r: DDP's two-rank step
 //                                          against two plain processes stepping at the same time,
 //                                          the cost DDP itself adds on this machine (goal >= 0.98)
+//   ddp_step_cpu_ms_2r_no_comm / plain_step_cpu_ms_2r  process CPU time per step of those two
+//                                          (mean of the ranks)
+//   ddp_cpu_vs_plain_concurrent_2r         plain_step_cpu_ms_2r / ddp_step_cpu_ms_2r: the same
+//                                          comparison in CPU time, which a loaded host disturbs
+//                                          far less than the wall times (with each rank bound to
+//                                          one CPU, DDP's communication threads run on it)
 //   zero_optimizer_bytes_ratio_2r          the optimizer state a first Adam step leaves allocated
 //                                          (allocator stats) under ZeroRedundancyOptimizer, the
 //                                          larger rank's, over plain Adam's (ideal 0.5)
@@ -185,7 +191,10 @@ std::vector<double> from_bytes(const std::vector<uint8_t>& b) {
 void run_torch_ddp_peer(double ember_1r_ms, double ember_2r_ms, const Tensor& lengths, int steps) {
   const char* py = std::getenv("EMBER_BENCH_PYTHON");
   std::string csv;
-  for (int64_t v : lengths.to_vector<int64_t>()) csv += (csv.empty() ? "" : ",") + std::to_string(v);
+  for (int64_t v : lengths.to_vector<int64_t>()) {
+    if (!csv.empty()) csv += ',';  // (one expression of + tripped GCC 12's -Wrestrict here)
+    csv += std::to_string(v);
+  }
   const std::string cmd = std::string(py != nullptr ? py : "/usr/bin/python3") + " " + EMBER_BENCH_DDP_TORCH_SCRIPT +
                           " " + csv + " " + std::to_string(steps) + " " + std::to_string(kWarmup) + " 2>&1";
   FILE* f = ::popen(cmd.c_str(), "r");
@@ -285,7 +294,7 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + 2 * static_cast<uint64_t>(i) + rank));
 
-  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, overlap, wall4, wall5, tail;
+  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, cpu3, overlap, wall4, cpu4, wall5, tail;
   for (int i = 0; i < kWarmup + steps; ++i) {
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
     pg->barrier()->wait();
@@ -310,7 +319,9 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     wall2.push_back(s2.wall_ms);
     cpu2.push_back(s2.cpu_ms);
     wall3.push_back(s3.wall_ms);
+    cpu3.push_back(s3.cpu_ms);
     wall4.push_back(s4.wall_ms);
+    cpu4.push_back(s4.cpu_ms);
     wall5.push_back(s5.wall_ms);
     tail.push_back(tail_wait);
     overlap.push_back(ddp.reducer().last_overlap_fraction());
@@ -351,6 +362,8 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     store->set("bench_ddp/rank1_cpu", to_bytes(cpu2));
     store->set("bench_ddp/rank1_wall_silent", to_bytes(wall3));
     store->set("bench_ddp/rank1_wall_plain", to_bytes(wall4));
+    store->set("bench_ddp/rank1_cpu_silent", to_bytes(cpu3));
+    store->set("bench_ddp/rank1_cpu_plain", to_bytes(cpu4));
     store->set("bench_ddp/rank1_wall_view", to_bytes(wall5));
     store->set("bench_ddp/rank1_tail_wait", to_bytes(tail));
   } else {
@@ -363,11 +376,17 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     const std::vector<double> other_plain = from_bytes(store->get("bench_ddp/rank1_wall_plain"));
     const std::vector<double> other_view = from_bytes(store->get("bench_ddp/rank1_wall_view"));
     const std::vector<double> other_tail = from_bytes(store->get("bench_ddp/rank1_tail_wait"));
+    const std::vector<double> other_cpu3 = from_bytes(store->get("bench_ddp/rank1_cpu_silent"));
+    const std::vector<double> other_cpu4 = from_bytes(store->get("bench_ddp/rank1_cpu_plain"));
+    EMBER_CHECK(other_cpu3.size() == cpu3.size() && other_cpu4.size() == cpu4.size(),
+                "ember-bench-ddp: rank 1 sent ", other_cpu4.size(), " plain CPU times, expected ", cpu4.size());
     EMBER_CHECK(other_plain.size() == wall4.size() && other_view.size() == wall5.size(),
                 "ember-bench-ddp: rank 1 sent ", other_plain.size(), " plain step times, expected ", wall4.size());
     std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size()), step3(wall3.size()), step4(wall4.size()),
-        step5(wall5.size());
+        step5(wall5.size()), cpu_mean3(cpu3.size()), cpu_mean4(cpu4.size());
     for (size_t k = 0; k < wall2.size(); ++k) {
+      cpu_mean3[k] = 0.5 * (cpu3[k] + other_cpu3[k]);
+      cpu_mean4[k] = 0.5 * (cpu4[k] + other_cpu4[k]);
       step2[k] = std::max(wall2[k], other_wall[k]);
       cpu_mean2[k] = 0.5 * (cpu2[k] + other_cpu[k]);
       step3[k] = std::max(wall3[k], other_silent[k]);
@@ -394,6 +413,10 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     std::printf("ddp_step_ms_2r_bucket_view %.3f ms\n", m5);
     std::printf("ddp_scaling_efficiency_2r_bucket_view %.3f ratio\n", m5 > 0 ? m1 / m5 : 0.0);
     std::printf("ddp_vs_plain_concurrent_2r %.3f ratio\n", m2 > 0 ? m4 / m2 : 0.0);
+    const double c2 = median(cpu_mean2), c3 = median(cpu_mean3), c4 = median(cpu_mean4);
+    std::printf("ddp_step_cpu_ms_2r_no_comm %.3f ms\n", c3);
+    std::printf("plain_step_cpu_ms_2r %.3f ms\n", c4);
+    std::printf("ddp_cpu_vs_plain_concurrent_2r %.3f ratio\n", c2 > 0 ? c4 / c2 : 0.0);
     const std::vector<double> other_zero = from_bytes(store->get("bench_ddp/rank1_zero_ratio"));
     std::printf("zero_optimizer_bytes_ratio_2r %.3f ratio\n",
                 std::max(zero_bytes_ratio, other_zero.empty() ? 0.0 : other_zero[0]));

@@ -77,12 +77,16 @@ TEST_P(TcpProcesses, LargeAllReducesTakeTheSameHostPathWithClosedFormResults) {
   const int n = std::get<0>(GetParam());
   EMBER_STORE_SETUP(std::get<1>(GetParam()));
   auto results = test::run_ranks(n, [n](int rank) -> std::pair<int, std::string> {
+    // The copy between processes is the fallback of the shared-memory path (on by default,
+    // tested in tcp_shm_test.cpp): turned off here, in this rank's process only.
+    ::setenv("EMBER_TCP_SHM", "0", 1);
     InitOptions o;
     o.timeout_ms = 30'000;
     auto pg = init_process_group("tcp", o);
     auto* tcp = dynamic_cast<ProcessGroupTCP*>(pg.get());
     if (tcp == nullptr) return {2, "not a ProcessGroupTCP"};
     if (n > 1 && !tcp->same_host_copy_active()) return {4, "the same-host path is off"};
+    if (tcp->shared_memory_active()) return {4, "EMBER_TCP_SHM=0 left shared memory on"};
     std::string err;
     for (DType dtype : {kFloat32, kFloat64})
       for (ReduceOp op : test::kOps)

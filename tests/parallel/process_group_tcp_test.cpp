@@ -22,58 +22,21 @@
 #include "parallel/distributed/tcp/detail/mesh.h"
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "tests/parallel/process_group_test_util.h"
+#include "tests/parallel/tcp_groups.h"
 
 namespace ember::parallel {
 namespace {
 
+using test::Groups;
+using test::make_groups;
+using test::on_ranks;
 using test::run_all_checks;
 
-ProcessGroupTCPOptions fast_options(int64_t timeout_ms = 20'000) {
-  ProcessGroupTCPOptions o;
-  o.timeout_ms = timeout_ms;
-  o.host = "127.0.0.1";
-  return o;
-}
+// This file tests the socket paths (TCP ring, same-host copy); the shared-memory all_reduce
+// has tcp_shm_test.cpp.
+ProcessGroupTCPOptions fast_options(int64_t timeout_ms = 20'000) { return test::tcp_options(timeout_ms, false); }
 
-using Groups = std::vector<std::unique_ptr<ProcessGroupTCP>>;
-
-// Builds n groups (one per rank, each constructed on its own thread, as rendezvous needs);
-// rank r's options are options_of(r).
-Groups make_groups(int n, const std::function<ProcessGroupTCPOptions(int)>& options_of) {
-  auto store = std::make_shared<HashStore>();
-  Groups groups(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        groups[r] = std::make_unique<ProcessGroupTCP>(store, r, n, options_of(r));
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-  return groups;
-}
-
-Groups make_groups(int n, ProcessGroupTCPOptions o = fast_options()) {
-  return make_groups(n, [&o](int) { return o; });
-}
-
-// Runs f(rank's group) on one thread per rank; an exception is a test failure naming the rank.
-void on_ranks(Groups& groups, const std::function<void(ProcessGroupTCP&)>& f) {
-  std::vector<std::thread> threads;
-  for (auto& g : groups)
-    threads.emplace_back([&f, &g] {
-      try {
-        f(*g);
-      } catch (const std::exception& e) {
-        ADD_FAILURE() << "rank " << g->rank() << " threw: " << e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-}
+Groups make_groups(int n) { return test::make_groups(n, fast_options()); }
 
 class TcpWorldSize : public ::testing::TestWithParam<int> {};
 

@@ -9,6 +9,7 @@
 #include "parallel/distributed/tcp/detail/context.h"
 #include "parallel/distributed/tcp/detail/mesh.h"
 #include "parallel/distributed/tcp/detail/pipeline.h"
+#include "parallel/distributed/tcp/detail/shm.h"
 #include "parallel/distributed/tcp/send_recv.h"
 
 // Note [tcp failures]
@@ -40,6 +41,8 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int siz
                 options_.timeout_ms);
   EMBER_CHECK_T(ValueError, options_.segment_bytes > 0 && options_.block_bytes > 0,
                 "ProcessGroupTCP: segment_bytes and block_bytes must be positive");
+  EMBER_CHECK_T(ValueError, !options_.shared_memory || options_.shm_bytes >= 4096,
+                "ProcessGroupTCP: shm_bytes must be at least 4096 with shared_memory on, got ", options_.shm_bytes);
   MeshOptions mo;
   mo.rank = rank;
   mo.size = size;
@@ -69,6 +72,9 @@ ProcessGroupTCP::ProcessGroupTCP(std::shared_ptr<Store> store, int rank, int siz
   ctx_->state = state_.get();
   ctx_->cma_min_bytes = options_.cma_min_bytes;
   ctx_->cma_pids = tcp::detail::probe_cma(*store_, rank, size, options_.same_host_copy, options_.timeout_ms);
+  shm_ = tcp::detail::SharedMemory::create(*store_, rank, size, options_.shared_memory, options_.shm_bytes,
+                                           options_.timeout_ms);
+  ctx_->shm = shm_.get();
   p2p_ = std::make_unique<tcp::P2PEngine>(rank, size, mesh_.get(), state_.get(), options_.timeout_ms);
   worker_ = std::thread([this] { worker_loop(); });
 }
@@ -93,6 +99,7 @@ ProcessGroupTCP::~ProcessGroupTCP() {
 
 bool ProcessGroupTCP::is_broken() const { return state_->broken(); }
 bool ProcessGroupTCP::same_host_copy_active() const { return !ctx_->cma_pids.empty(); }
+bool ProcessGroupTCP::shared_memory_active() const { return shm_ != nullptr; }
 const std::string& ProcessGroupTCP::address() const { return mesh_->address(); }
 
 std::string ProcessGroupTCP::broken_reason() const { return state_->reason(); }
@@ -110,7 +117,7 @@ std::shared_ptr<Work> ProcessGroupTCP::enqueue(const OpInfo& info, std::function
   auto work = std::make_shared<Work>(info.description);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({work, info.description, std::move(run)});
+    queue_.push_back({info.type, info.seq, work, info.description, std::move(run)});
   }
   cv_.notify_one();
   return work;
@@ -131,6 +138,7 @@ void ProcessGroupTCP::worker_loop() {
           DistributedError(task.description + " not run: the process group is broken: " + state_->reason()));
     } else {
       try {
+        if (shm_) shm_->enter(task.type, task.seq);  // Note [Shared-memory all_reduce]
         task.run();
       } catch (const DistributedError&) {
         error = std::current_exception();

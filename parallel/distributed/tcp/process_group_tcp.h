@@ -25,6 +25,7 @@ namespace detail {
 class Mesh;
 class Pipeline;
 class GroupState;
+class SharedMemory;
 struct Context;
 }  // namespace detail
 }  // namespace tcp
@@ -48,6 +49,13 @@ struct ProcessGroupTCPOptions {
   /// the handshake). false, or EMBER_TCP_CMA=0 in the environment, keeps every byte on TCP.
   bool same_host_copy = true;
   size_t cma_min_bytes = 1 << 20;
+  /// Same-host shared memory (tcp/detail/shm.h), tried before same_host_copy: when every rank
+  /// is on this host, each maps the others' segments of shm_bytes (plus a 4 KiB control block)
+  /// and every all_reduce moves its data through them (Note [Shared-memory all_reduce] in
+  /// tcp/all_reduce.cpp), in rounds of at most shm_bytes. false, or EMBER_TCP_SHM=0 in the
+  /// environment, turns it off. shm_bytes must be at least 4096.
+  bool shared_memory = true;
+  size_t shm_bytes = 4 << 20;
 };
 
 class ProcessGroupTCP final : public ProcessGroup {
@@ -67,6 +75,8 @@ class ProcessGroupTCP final : public ProcessGroup {
   bool is_broken() const override;
   /// Whether the same-host fast path is on for this group (ProcessGroupTCPOptions::same_host_copy).
   bool same_host_copy_active() const;
+  /// Whether all_reduce runs through shared memory in this group (ProcessGroupTCPOptions::shared_memory).
+  bool shared_memory_active() const;
   /// "host:port" the other ranks connect to (host as options.host or default_host() gave it;
   /// this rank's own connections leave from that host too). Empty for a group of one.
   const std::string& address() const;
@@ -91,6 +101,8 @@ class ProcessGroupTCP final : public ProcessGroup {
 
  private:
   struct Task {
+    OpType type = OpType::BARRIER;
+    uint64_t seq = 0;
     std::shared_ptr<Work> work;
     std::string description;
     std::function<void()> run;
@@ -103,6 +115,7 @@ class ProcessGroupTCP final : public ProcessGroup {
   std::unique_ptr<tcp::detail::Mesh> mesh_;
   std::unique_ptr<tcp::detail::GroupState> state_;
   std::unique_ptr<tcp::detail::Pipeline> pipeline_;
+  std::unique_ptr<tcp::detail::SharedMemory> shm_;
   std::unique_ptr<tcp::detail::Context> ctx_;  // worker thread only
   std::unique_ptr<tcp::P2PEngine> p2p_;
 

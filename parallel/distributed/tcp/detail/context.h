@@ -17,6 +17,8 @@
 
 namespace ember::parallel::tcp::detail {
 
+class SharedMemory;
+
 /// Whether the group is broken, and why. The first break_group() wins; it shuts every
 /// socket of the mesh down, so that all blocked I/O (here and, through the closed
 /// connections, on the peers) ends at once. Thread-safe.
@@ -48,6 +50,9 @@ struct Context {
   std::vector<pid_t> cma_pids;
   /// all_reduce of at least this many bytes takes the same-host path when it is on.
   size_t cma_min_bytes = 0;
+  /// The ranks' shared-memory segments when that path is on (tcp/detail/shm.h), else null;
+  /// every all_reduce then runs through them.
+  SharedMemory* shm = nullptr;
 
   int next() const { return (rank + 1) % size; }
   int prev() const { return (rank + size - 1) % size; }

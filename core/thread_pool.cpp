@@ -7,6 +7,15 @@
 // waiting: it never blocks, so it can never deadlock, and the two callers still run in
 // parallel. A parallel_for inside a chunk (on a worker or on the caller) also runs inline.
 //
+// Note [Thread pool wake-ups]
+// A worker joins a task only if it wakes while the task is still posted (task_, under mu_), and
+// the caller waits only for the workers that joined. The caller takes chunks too, so when a
+// worker is slow to wake (a loaded machine, where a sleeping thread may wait a scheduler tick
+// or more) the caller runs the remaining chunks itself and returns without waiting for that
+// worker; the task is withdrawn under mu_ first, so a late worker never sees it. (Waiting for
+// every worker to check in made 2 threads slower than 1 for memory-bound loops such as
+// clip_grad_norm_'s on a busy machine: issue 20.)
+//
 // Note [Thread pool and fork]
 // After fork() only the forking thread exists in the child; the parent's workers are gone and
 // the pool's mutexes may be held by threads that no longer exist. The atfork child handler
@@ -54,7 +63,7 @@ struct Task {
   int64_t chunk_size = 0;
   int64_t num_chunks = 0;
   std::atomic<int64_t> next_chunk{0};
-  std::atomic<int> pending_workers{0};
+  int active_workers = 0;  // guarded by Pool::mu_: workers that joined and have not finished
   std::mutex error_mu;
   std::exception_ptr error;  // guarded by error_mu: the first exception thrown by a chunk
 
@@ -104,20 +113,19 @@ class Pool {
     task.end = end;
     task.num_chunks = num_chunks;
     task.chunk_size = (end - begin + num_chunks - 1) / num_chunks;
-    int helpers = static_cast<int>(num_chunks - 1);
-    task.pending_workers.store(helpers, std::memory_order_relaxed);
     {
       std::lock_guard<std::mutex> lock(mu_);
       task_ = &task;
-      workers_needed_ = helpers;
+      workers_needed_ = static_cast<int>(num_chunks - 1);
       ++generation_;
     }
     work_cv_.notify_all();
     task.run_chunks();
     {
+      // See Note [Thread pool wake-ups]: withdraw the task, then wait for the workers that joined.
       std::unique_lock<std::mutex> lock(mu_);
-      done_cv_.wait(lock, [&] { return task.pending_workers.load(std::memory_order_acquire) == 0; });
       task_ = nullptr;
+      done_cv_.wait(lock, [&] { return task.active_workers == 0; });
     }
     if (task.error) std::rethrow_exception(task.error);
     return true;
@@ -133,15 +141,14 @@ class Pool {
         work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
-        if (id >= workers_needed_) continue;
+        if (id >= workers_needed_ || task_ == nullptr) continue;  // withdrawn: the caller finished it
         task = task_;
+        ++task->active_workers;
       }
       task->run_chunks();
-      // After this decrement the caller may return and destroy `task`: touch only the pool.
-      if (task->pending_workers.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lock(mu_);
-        done_cv_.notify_one();
-      }
+      std::lock_guard<std::mutex> lock(mu_);
+      // Once mu_ is released the caller may return and destroy `task`.
+      if (--task->active_workers == 0) done_cv_.notify_one();
     }
   }
 
@@ -153,7 +160,7 @@ class Pool {
   std::condition_variable done_cv_;
   bool stop_ = false;        // guarded by mu_
   uint64_t generation_ = 0;  // guarded by mu_; bumped once per dispatched task
-  Task* task_ = nullptr;     // guarded by mu_
+  Task* task_ = nullptr;     // guarded by mu_; null once the caller withdrew it (Note [Thread pool wake-ups])
   int workers_needed_ = 0;   // guarded by mu_: workers with id < this run the current task
 };
 

@@ -4,15 +4,20 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -121,6 +126,96 @@ TEST_F(ThreadPool, FirstExceptionPropagatesAndPoolStaysUsable) {
   // Inline path too.
   EXPECT_THROW(parallel_for(0, 5, 100, [&](int64_t, int64_t) { throw IndexError("inline"); }), IndexError);
   expect_covers_once(0, 10000, 10);
+}
+
+// A worker held in a signal handler stands for one the scheduler has not run yet.
+std::atomic<bool> g_hold_worker{false};
+std::atomic<bool> g_worker_held{false};
+void hold_worker(int) {
+  g_worker_held = true;
+  const timespec ms{0, 1000000};
+  while (g_hold_worker.load()) nanosleep(&ms, nullptr);
+  g_worker_held = false;
+}
+
+pid_t current_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+// True when thread `tid` of this process sits in the futex syscall (202 on x86-64; other
+// architectures: any blocked state), i.e. the idle worker waiting on its condition variable.
+bool blocked_in_wait(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::string nr;
+  f >> nr;
+#if defined(__x86_64__)
+  return nr == "202";
+#else
+  return !nr.empty() && nr != "running";
+#endif
+}
+
+// Regression (issue 20: clip_grad_norm_ took longer on 2 threads than on 1 on a busy machine):
+// the caller waited until every worker had woken and checked in, even when it had run every
+// chunk itself because the worker was not scheduled yet. With the only worker held, the loop
+// must finish on the caller alone. The watchdog bounds the wait of the old behaviour (it would
+// return only once the worker is released) and is no timing assertion.
+TEST_F(ThreadPool, CallerDoesNotWaitForAWorkerThatHasNotWoken) {
+  set_num_threads(2);
+  const pid_t caller = current_tid();
+  std::atomic<pid_t> worker{0};
+  for (int attempt = 0; attempt < 100 && worker.load() == 0; ++attempt) {
+    parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+      if (current_tid() != caller) {
+        worker = current_tid();
+        return;
+      }
+      for (int spin = 0; spin < 200000 && worker.load() == 0; ++spin) std::this_thread::yield();
+    });
+  }
+  ASSERT_NE(worker.load(), 0) << "no chunk ran on the pool's worker";
+  bool idle = false;
+  for (int i = 0; i < 10000 && !idle; ++i) {
+    idle = blocked_in_wait(worker.load());
+    if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(idle) << "the worker never went back to waiting";
+
+  struct sigaction sa {}, old {};
+  sa.sa_handler = hold_worker;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, &old), 0);
+  g_hold_worker = true;
+  ASSERT_EQ(syscall(SYS_tgkill, getpid(), worker.load(), SIGUSR2), 0);
+  for (int i = 0; i < 100000 && !g_worker_held.load(); ++i) std::this_thread::yield();
+  ASSERT_TRUE(g_worker_held.load());
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false, watchdog_fired = false;
+  std::thread watchdog([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return done; })) {
+      watchdog_fired = true;
+      g_hold_worker = false;
+    }
+  });
+  std::atomic<int> chunks_on_caller{0}, chunks{0};
+  parallel_for(0, 2, 1, [&](int64_t, int64_t) {
+    chunks.fetch_add(1);
+    if (current_tid() == caller) chunks_on_caller.fetch_add(1);
+  });
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_one();
+  watchdog.join();
+  g_hold_worker = false;
+  for (int i = 0; i < 100000 && g_worker_held.load(); ++i) std::this_thread::yield();
+  sigaction(SIGUSR2, &old, nullptr);
+  EXPECT_FALSE(watchdog_fired) << "parallel_for waited for the held worker";
+  EXPECT_EQ(chunks.load(), 2);
+  EXPECT_EQ(chunks_on_caller.load(), 2);
+  expect_covers_once(0, 100000, 1000);  // the released worker takes part again
 }
 
 TEST_F(ThreadPool, NestedCallsRunInlineAndComplete) {

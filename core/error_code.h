@@ -1,7 +1,8 @@
 // ErrorCode: one numbering of ember's exception types, for carrying an error across a
-// process or thread boundary as (code, message) and raising it again with its type on the
-// other side: DataLoader workers send it over their socket (data/detail/multiprocess_engine.cpp),
-// Work keeps it so every waiter gets its own copy (parallel/distributed/work.cpp).
+// process or thread boundary as (code, message, where) and raising it again with its type on
+// the other side: DataLoader workers send it over their socket
+// (data/detail/multiprocess_engine.cpp), Work keeps it so every waiter gets its own copy
+// (parallel/distributed/work.cpp).
 // Header-only, like core/error.h; stateless and thread-safe.
 #pragma once
 #include <cstdint>
@@ -41,37 +42,48 @@ inline ErrorCode error_code_of(const std::exception& e) {
   return ErrorCode::kStd;
 }
 
-/// (code, what()) of a caught exception; (kUnknown, "unknown exception") for one that is
-/// not a std::exception. `error` must not be null.
-inline std::pair<ErrorCode, std::string> describe_exception(const std::exception_ptr& error) {
+/// What a caught exception carries across a boundary: the code of its type, its message
+/// (Error::message(), what() for another std::exception) and, for an ember::Error, where() (the
+/// location of the check that raised it: Note [Error messages] in core/error.h).
+struct ErrorDescription {
+  ErrorCode code = ErrorCode::kUnknown;
+  std::string message;
+  std::string where;  // "" when not known
+};
+
+/// The description of a caught exception; (kUnknown, "unknown exception") for one that is not
+/// a std::exception. `error` must not be null.
+inline ErrorDescription describe_exception(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return {error_code_of(e), e.message(), e.where()};
   } catch (const std::exception& e) {
-    return {error_code_of(e), e.what()};
+    return {error_code_of(e), e.what(), std::string()};
   } catch (...) {
-    return {ErrorCode::kUnknown, "unknown exception"};
+    return {ErrorCode::kUnknown, "unknown exception", std::string()};
   }
 }
 
-/// A fresh exception of the code's type carrying `message`. kStd and kUnknown (and any
-/// number outside the enum, e.g. from a corrupt message) become ember::Error, which is a
+/// A fresh exception of the code's type carrying `message` and `where`. kStd and kUnknown (and
+/// any number outside the enum, e.g. from a corrupt message) become ember::Error, which is a
 /// std::runtime_error.
-inline std::exception_ptr make_exception(ErrorCode code, const std::string& message) {
+inline std::exception_ptr make_exception(ErrorCode code, const std::string& message, const std::string& where = {}) {
   switch (code) {
-    case ErrorCode::kValue: return std::make_exception_ptr(ValueError(message));
-    case ErrorCode::kType: return std::make_exception_ptr(TypeError(message));
-    case ErrorCode::kIndex: return std::make_exception_ptr(IndexError(message));
-    case ErrorCode::kNotImplemented: return std::make_exception_ptr(NotImplementedError(message));
-    case ErrorCode::kOutOfMemory: return std::make_exception_ptr(OutOfMemoryError(message));
-    case ErrorCode::kDistributed: return std::make_exception_ptr(DistributedError(message));
-    case ErrorCode::kTimeout: return std::make_exception_ptr(TimeoutError(message));
-    default: return std::make_exception_ptr(Error(message));
+    case ErrorCode::kValue: return std::make_exception_ptr(ValueError(message, where));
+    case ErrorCode::kType: return std::make_exception_ptr(TypeError(message, where));
+    case ErrorCode::kIndex: return std::make_exception_ptr(IndexError(message, where));
+    case ErrorCode::kNotImplemented: return std::make_exception_ptr(NotImplementedError(message, where));
+    case ErrorCode::kOutOfMemory: return std::make_exception_ptr(OutOfMemoryError(message, where));
+    case ErrorCode::kDistributed: return std::make_exception_ptr(DistributedError(message, where));
+    case ErrorCode::kTimeout: return std::make_exception_ptr(TimeoutError(message, where));
+    default: return std::make_exception_ptr(Error(message, where));
   }
 }
 
-/// Throws make_exception(code, message).
-[[noreturn]] inline void throw_exception(ErrorCode code, const std::string& message) {
-  std::rethrow_exception(make_exception(code, message));
+/// Throws make_exception(code, message, where).
+[[noreturn]] inline void throw_exception(ErrorCode code, const std::string& message, const std::string& where = {}) {
+  std::rethrow_exception(make_exception(code, message, where));
 }
 
 }  // namespace ember

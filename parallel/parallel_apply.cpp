@@ -18,6 +18,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/grad_mode.h"
+#include "core/error_code.h"
 #include "core/stream.h"
 #include "core/thread_device.h"
 
@@ -146,33 +147,17 @@ std::string type_name(const std::type_info& ti) {
 struct Failure {
   std::exception_ptr error;
   std::string type;
-  std::string message;
+  ErrorDescription description;  // message() and where() of an ember::Error, what() of another
 };
 
+// The replica's error as the same ember type (so callers can still catch e.g. ValueError),
+// its message prefixed with the replica and device, its where() the original check's (Note
+// [Error messages] in core/error.h).
 [[noreturn]] void rethrow_with_context(const Failure& f, size_t replica, Device device) {
   std::ostringstream os;
-  os << "Caught " << f.type << " in replica " << replica << " on device " << device << ": " << f.message;
-  std::string msg = os.str();
-  // Same ember type as the original, so callers can still catch e.g. ValueError.
-  try {
-    std::rethrow_exception(f.error);
-  } catch (const ValueError&) {
-    throw ValueError(msg);
-  } catch (const TypeError&) {
-    throw TypeError(msg);
-  } catch (const IndexError&) {
-    throw IndexError(msg);
-  } catch (const NotImplementedError&) {
-    throw NotImplementedError(msg);
-  } catch (const OutOfMemoryError&) {
-    throw OutOfMemoryError(msg);
-  } catch (const DistributedError&) {
-    throw DistributedError(msg);
-  } catch (const TimeoutError&) {
-    throw TimeoutError(msg);
-  } catch (...) {
-    throw Error(msg);
-  }
+  os << "Caught " << f.type << " in replica " << replica << " on device " << device << ": " << f.description.message;
+  const ErrorCode code = f.description.code == ErrorCode::kUnknown ? ErrorCode::kError : f.description.code;
+  throw_exception(code, os.str(), f.description.where);
 }
 
 }  // namespace
@@ -202,9 +187,10 @@ void parallel_run(const std::vector<std::function<void()>>& fns, const std::vect
         StreamGuard stream(streams[i]);
         fns[i]();
       } catch (const std::exception& e) {
-        failures[i] = {std::current_exception(), type_name(typeid(e)), e.what()};
+        failures[i] = {std::current_exception(), type_name(typeid(e)), describe_exception(std::current_exception())};
       } catch (...) {
-        failures[i] = {std::current_exception(), "unknown exception", "(not a std::exception)"};
+        failures[i] = {std::current_exception(), "unknown exception",
+                       {ErrorCode::kUnknown, "(not a std::exception)", std::string()}};
       }
       latch.count_down();
     };

@@ -23,7 +23,7 @@
 //   parent -> worker  kFetch(batch id, sample indices) | kReset (new epoch)
 //   worker -> parent  kBatch(batch id, buffer size, tensor descriptors, structure bytes) with
 //                     the batch buffer's descriptor attached (see Note [Nameless batches])
-//                     | kError(batch id, exception type, message) | kExhausted(batch id)
+//                     | kError(batch id, exception type, message, where) | kExhausted(batch id)
 // Batch b of an epoch goes to worker b % num_workers (iterable datasets: the next worker not
 // yet exhausted), so which worker makes which batch, and hence each worker's random stream,
 // depends only on the seed. A worker answers its requests in order; the parent keeps answers
@@ -81,7 +81,7 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
   const std::string who = "DataLoader worker " + std::to_string(worker_id);
 
   // An error outside a fetch (worker_init_fn, reset) is the answer to the next fetch.
-  std::optional<std::pair<ErrorCode, std::string>> init_error, reset_error;
+  std::optional<ErrorDescription> init_error, reset_error;
   auto capture = [](auto& slot, auto&& f) {
     try {
       f();
@@ -109,12 +109,12 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
     std::string reply;
     SharedBuffer buffer;
     if (init_error) {
-      reply = error_reply(id, init_error->first, "worker_init_fn: " + init_error->second);
+      reply = error_reply(id, init_error->code, "worker_init_fn: " + init_error->message, init_error->where);
     } else if (reset_error) {
-      reply = error_reply(id, reset_error->first, reset_error->second);
+      reply = error_reply(id, reset_error->code, reset_error->message, reset_error->where);
       reset_error.reset();
     } else {
-      std::optional<std::pair<ErrorCode, std::string>> err;
+      std::optional<ErrorDescription> err;
       capture(err, [&] {
         std::optional<BatchEncoder> enc = body.fetch(indices);
         if (!enc) {
@@ -125,7 +125,7 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
       });
       if (err) {
         buffer = SharedBuffer();
-        reply = error_reply(id, err->first, err->second);
+        reply = error_reply(id, err->code, err->message, err->where);
       }
     }
     if (!send_frame(fd, reply, buffer.fd.get())) break;
@@ -260,7 +260,7 @@ std::optional<RawBatch> MultiprocessEngine::next() {
       case SlotKind::kExhausted: continue;
       case SlotKind::kError:
         dispatch();  // keep the pipeline full for whoever continues after catching
-        throw_exception(slot.error_code, worker_name(slot.worker) + " raised: " + slot.message);
+        throw_exception(slot.error_code, worker_name(slot.worker) + " raised: " + slot.message, slot.where);
     }
   }
 }
@@ -356,6 +356,7 @@ bool MultiprocessEngine::receive_from(int w, bool discard) {
       slot.kind = SlotKind::kError;
       slot.error_code = reply.error_code;
       slot.message = std::move(reply.message);
+      slot.where = std::move(reply.where);
       break;
     case ReplyKind::kExhausted:
       slot.kind = SlotKind::kExhausted;

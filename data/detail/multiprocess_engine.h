@@ -77,6 +77,7 @@ class MultiprocessEngine {
     RawBatch batch;
     ErrorCode error_code = ErrorCode::kError;
     std::string message;
+    std::string where;  // Error::where() of the worker's error
     int worker = 0;
   };
 

@@ -93,12 +93,13 @@ std::string batch_reply(uint64_t id, uint64_t buffer_bytes, const std::vector<Te
   return w.take();
 }
 
-std::string error_reply(uint64_t id, ErrorCode code, std::string_view message) {
+std::string error_reply(uint64_t id, ErrorCode code, std::string_view message, std::string_view where) {
   ByteWriter w;
   w.put<uint8_t>(static_cast<uint8_t>(ReplyKind::kError));
   w.put<uint64_t>(id);
   w.put<uint8_t>(static_cast<uint8_t>(code));
   w.put_string(message);
+  w.put_string(where);
   return w.take();
 }
 
@@ -150,6 +151,7 @@ WorkerReply decode_worker_reply(std::string_view frame, const std::string& who) 
       reply.kind = ReplyKind::kError;
       reply.error_code = static_cast<ErrorCode>(r.get<uint8_t>("the error type"));
       reply.message = r.get_string("the error message");
+      reply.where = r.get_string("the error location");
       break;
     case static_cast<uint8_t>(ReplyKind::kExhausted):
       reply.kind = ReplyKind::kExhausted;

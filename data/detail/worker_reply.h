@@ -36,14 +36,15 @@ struct WorkerReply {
   // kError
   ErrorCode error_code = ErrorCode::kError;
   std::string message;
+  std::string where;  // Error::where() of the worker's error; "" when not known
 };
 
 /// The worker side: a kBatch reply for tensors (contiguous, CPU) at `offsets` in a buffer of
 /// buffer_bytes, with structure bytes `meta`.
 std::string batch_reply(uint64_t id, uint64_t buffer_bytes, const std::vector<Tensor>& tensors,
                         const std::vector<uint64_t>& offsets, std::string_view meta);
-/// The worker side: a kError reply.
-std::string error_reply(uint64_t id, ErrorCode code, std::string_view message);
+/// The worker side: a kError reply (`where`: the error's Error::where(), "" when not known).
+std::string error_reply(uint64_t id, ErrorCode code, std::string_view message, std::string_view where = {});
 /// The worker side: a kExhausted reply (an iterable dataset has no more batches).
 std::string exhausted_reply(uint64_t id);
 

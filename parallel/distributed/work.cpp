@@ -28,7 +28,9 @@ void Work::throw_timeout(int64_t timeout_ms) const {
               " ms; the operation is still running (wait again, or see parallel/README.md)");
 }
 
-std::exception_ptr Work::make_error_locked() const { return failed_ ? make_exception(code_, message_) : nullptr; }
+std::exception_ptr Work::make_error_locked() const {
+  return failed_ ? make_exception(error_.code, error_.message, error_.where) : nullptr;
+}
 
 void Work::wait(int64_t timeout_ms) {
   if (!wait_finished(timeout_ms)) throw_timeout(timeout_ms);
@@ -68,11 +70,12 @@ void Work::add_callback(std::function<void(Work&)> callback) {
 
 void Work::finish(std::exception_ptr error) {
   const bool failed = error != nullptr;
-  ErrorCode code = ErrorCode::kError;
-  std::string message;
+  ErrorDescription description;
   if (failed) {
-    std::tie(code, message) = describe_exception(error);
-    if (code == ErrorCode::kUnknown) message = description_ + " failed with a non-standard exception";
+    description = describe_exception(error);
+    if (description.code == ErrorCode::kUnknown) {
+      description.message = description_ + " failed with a non-standard exception";
+    }
     error = nullptr;
   }
   std::vector<std::function<void(Work&)>> callbacks;
@@ -81,8 +84,7 @@ void Work::finish(std::exception_ptr error) {
     if (done_) return;
     done_ = true;
     failed_ = failed;
-    code_ = code;
-    message_ = std::move(message);
+    error_ = std::move(description);
     finishing_thread_ = std::this_thread::get_id();
   }
   // Callbacks added while these run are run here too, before the waiters are released.

@@ -67,10 +67,9 @@ class Work {
   bool done_ = false;                                   // guarded by mutex_: finished
   bool released_ = false;                               // guarded by mutex_: callbacks ran, waiters may go
   std::thread::id finishing_thread_;                    // guarded by mutex_
-  // The failure, as its type and message.
+  // The failure, as its type, message and where().
   bool failed_ = false;                                 // guarded by mutex_
-  ErrorCode code_ = ErrorCode::kError;                  // guarded by mutex_
-  std::string message_;                                 // guarded by mutex_
+  ErrorDescription error_;                              // guarded by mutex_
   std::exception_ptr make_error_locked() const;
   std::vector<std::function<void(Work&)>> callbacks_;   // guarded by mutex_
 };

@@ -1,5 +1,5 @@
 // ErrorCode (core/error_code.h): every ember exception type survives the trip to a code and
-// back with its type and message; other exceptions come back as ember::Error.
+// back with its type, message() and where(); other exceptions come back as ember::Error.
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -11,14 +11,17 @@ namespace {
 
 template <typename E>
 void expect_round_trip(ErrorCode expected_code) {
-  const auto [code, message] = describe_exception(std::make_exception_ptr(E("what went wrong")));
+  const auto [code, message, where] =
+      describe_exception(std::make_exception_ptr(E("what went wrong", "core/somewhere.cpp:12:check")));
   EXPECT_EQ(code, expected_code);
   EXPECT_EQ(message, "what went wrong");
+  EXPECT_EQ(where, "core/somewhere.cpp:12:check");
   try {
-    throw_exception(code, message);
+    throw_exception(code, message, where);
   } catch (const E& e) {
     EXPECT_EQ(typeid(e), typeid(E));  // the type itself, not a base
-    EXPECT_STREQ(e.what(), "what went wrong");
+    EXPECT_EQ(e.message(), "what went wrong");
+    EXPECT_EQ(e.where(), "core/somewhere.cpp:12:check");
     return;
   } catch (...) {
   }
@@ -36,15 +39,33 @@ TEST(ErrorCode, EveryEmberTypeRoundTrips) {
   expect_round_trip<TimeoutError>(ErrorCode::kTimeout);
 }
 
+// The description is the check's message and location, not what() (which ends with the
+// location when EMBER_SHOW_CPP_STACKTRACES=1): an error carried twice does not grow.
+TEST(ErrorCode, ACheckIsDescribedByItsMessageAndLocation) {
+  ErrorDescription d;
+  try {
+    EMBER_CHECK_T(IndexError, 1 + 1 == 3, "index ", 3, " out of range");
+  } catch (...) {
+    d = describe_exception(std::current_exception());
+  }
+  EXPECT_EQ(d.code, ErrorCode::kIndex);
+  EXPECT_EQ(d.message, "index 3 out of range");
+  EXPECT_EQ(d.where.rfind("tests/core/error_code_test.cpp:", 0), 0u) << d.where;
+  const ErrorDescription again = describe_exception(make_exception(d.code, d.message, d.where));
+  EXPECT_EQ(again.message, d.message);
+  EXPECT_EQ(again.where, d.where);
+}
+
 TEST(ErrorCode, OtherExceptionsComeBackAsError) {
-  auto [code, message] = describe_exception(std::make_exception_ptr(std::out_of_range("stoi")));
+  auto [code, message, where] = describe_exception(std::make_exception_ptr(std::out_of_range("stoi")));
   EXPECT_EQ(code, ErrorCode::kStd);
   EXPECT_EQ(message, "stoi");
+  EXPECT_EQ(where, "");
   EXPECT_THROW(throw_exception(code, message), Error);
-  std::tie(code, message) = describe_exception(std::make_exception_ptr(42));
-  EXPECT_EQ(code, ErrorCode::kUnknown);
-  EXPECT_EQ(message, "unknown exception");
-  EXPECT_THROW(throw_exception(code, message), Error);
+  const ErrorDescription unknown = describe_exception(std::make_exception_ptr(42));
+  EXPECT_EQ(unknown.code, ErrorCode::kUnknown);
+  EXPECT_EQ(unknown.message, "unknown exception");
+  EXPECT_THROW(throw_exception(unknown.code, unknown.message), Error);
   EXPECT_THROW(throw_exception(static_cast<ErrorCode>(200), "corrupt code"), Error);
 }
 

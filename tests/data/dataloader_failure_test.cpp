@@ -81,6 +81,21 @@ TEST(DataLoaderFailure, WorkerExceptionNamesWorkerAndPidAndKeepsItsType) {
   expect_clean();
 }
 
+// The worker's error crosses the socket with its check's location: the parent's error has the
+// same where() (Note [Error messages] in core/error.h), its message() no location in it.
+TEST(DataLoaderFailure, WorkerExceptionKeepsItsCheckLocation) {
+  DataLoader loader(faulty(Faulty::kThrowAt, 2), DataLoaderOptions{.num_workers = 1});
+  try {
+    for (auto& b : loader) (void)b;
+    ADD_FAILURE() << "no exception";
+  } catch (const ValueError& e) {
+    EXPECT_EQ(e.where().rfind("tests/data/dataloader_failure_test.cpp:", 0), 0u) << e.where();
+    EXPECT_TRUE(std::regex_search(e.message(), std::regex("^DataLoader worker 0 \\(pid [0-9]+\\) raised: bad sample 2$")))
+        << e.message();
+  }
+  expect_clean();
+}
+
 TEST(DataLoaderFailure, IteratorContinuesAfterACaughtWorkerException) {
   DataLoader loader(faulty(Faulty::kThrowAt, 2), DataLoaderOptions{.num_workers = 2});
   auto it = loader.begin();

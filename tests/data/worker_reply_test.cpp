@@ -66,10 +66,11 @@ TEST(WorkerReply, WhatAWorkerWritesDecodesToTheSameSlots) {
   EXPECT_EQ(r.tensors[2].nbytes, 32u);
   EXPECT_EQ(r.meta, "meta!");
 
-  WorkerReply e = decode_worker_reply(error_reply(3, ErrorCode::kIndex, "no such sample"), kWho);
+  WorkerReply e = decode_worker_reply(error_reply(3, ErrorCode::kIndex, "no such sample", "data/x.cpp:7:get"), kWho);
   EXPECT_EQ(e.kind, ReplyKind::kError);
   EXPECT_EQ(e.error_code, ErrorCode::kIndex);
   EXPECT_EQ(e.message, "no such sample");
+  EXPECT_EQ(e.where, "data/x.cpp:7:get");
   EXPECT_EQ(decode_worker_reply(exhausted_reply(4), kWho).kind, ReplyKind::kExhausted);
 }
 

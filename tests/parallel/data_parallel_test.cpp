@@ -469,6 +469,19 @@ TEST(ParallelApply, TheLowestFailingReplicaIsReported) {
   }
 }
 
+// The replica's error keeps its check's location in where() and its message() is the text
+// alone (before, parallel_run rebuilt the error from what(): where() was "", and the location
+// went into the message when EMBER_SHOW_CPP_STACKTRACES=1).
+TEST(ParallelApply, TheReplicasErrorKeepsItsMessageAndLocation) {
+  try {
+    parallel_run({[] {}, [] { EMBER_CHECK_T(ValueError, false, "bad input"); }}, cpus(2));
+    FAIL() << "expected an error";
+  } catch (const ValueError& e) {
+    EXPECT_EQ(e.message(), "Caught ValueError in replica 1 on device cpu:1: bad input");
+    EXPECT_EQ(e.where().rfind("tests/parallel/data_parallel_test.cpp:", 0), 0u) << e.where();
+  }
+}
+
 // ---- DataParallel ----------------------------------------------------------------------------------
 
 TEST_P(DataParallelOnDevices, OutputsAndGradientsEqualTheSingleDeviceRun) {

@@ -60,14 +60,18 @@ Tensor& mul_(Tensor& self, double value);
 Tensor& mul_(Tensor& self, const Tensor& other);
 Tensor& zero_(Tensor& self);
 Tensor& fill_(Tensor& self, double value);
-Tensor& copy_(Tensor& self, const Tensor& src);
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
 
 // ---- conversion, detach -----------------------------------------------------------------------
 /// Differentiable copy to another device/dtype (gradients flow back across devices).
-Tensor to(const Tensor& a, Device device);
+/// non_blocking: see native::to and Note [Pinned host memory].
+Tensor to(const Tensor& a, Device device, bool non_blocking = false);
 Tensor to(const Tensor& a, DType dtype);
-Tensor to(const Tensor& a, Device device, DType dtype);
+Tensor to(const Tensor& a, Device device, DType dtype, bool non_blocking = false);
+/// A copy in pinned host memory (`a` itself when already pinned); gradients pass through.
+/// Throws ValueError for a tensor not on the CPU, DeviceError without a CUDA device.
+Tensor pin_memory(const Tensor& a);
 Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 /// A view of the same data that does not require grad and has no history.

@@ -40,10 +40,13 @@ Tensor Tensor::contiguous() const { return ember::contiguous(*this); }
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const { return ember::chunk(*this, chunks, dim); }
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const { return ember::split(*this, split_size, dim); }
 
-Tensor Tensor::to(Device device) const { return ember::to(*this, device); }
+Tensor Tensor::to(Device device, bool non_blocking) const { return ember::to(*this, device, non_blocking); }
 Tensor Tensor::to(DType dtype) const { return ember::to(*this, dtype); }
-Tensor Tensor::to(Device device, DType dtype) const { return ember::to(*this, device, dtype); }
+Tensor Tensor::to(Device device, DType dtype, bool non_blocking) const {
+  return ember::to(*this, device, dtype, non_blocking);
+}
 Tensor Tensor::cpu() const { return ember::to(*this, Device::cpu()); }
+Tensor Tensor::pin_memory() const { return ember::pin_memory(*this); }
 Tensor Tensor::clone() const { return ember::clone(*this); }
 Tensor Tensor::detach() const { return ember::detach(*this); }
 
@@ -134,8 +137,8 @@ const Tensor& Tensor::zero_() const {
 const Tensor& Tensor::fill_(double value) const {
   return in_place(*this, [&](Tensor& s) { ember::fill_(s, value); });
 }
-const Tensor& Tensor::copy_(const Tensor& src) const {
-  return in_place(*this, [&](Tensor& s) { ember::copy_(s, src); });
+const Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) const {
+  return in_place(*this, [&](Tensor& s) { ember::copy_(s, src, non_blocking); });
 }
 const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
   return in_place(*this, [&](Tensor& s) { ember::masked_fill_(s, mask, value); });

@@ -60,6 +60,8 @@ class NotImplementedError : public Error { using Error::Error; };
 class OutOfMemoryError : public Error { using Error::Error; };
 class DistributedError : public Error { using Error::Error; };
 class TimeoutError : public Error { using Error::Error; };
+/// A device the operation needs is not there (no CUDA device visible, ember built without CUDA).
+class DeviceError : public Error { using Error::Error; };
 
 namespace detail {
 inline void stream_arg(std::ostringstream& os, const std::vector<int64_t>& v) {

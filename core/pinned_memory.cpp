@@ -1,6 +1,7 @@
 #include "core/pinned_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "core/error.h"
@@ -19,6 +20,18 @@ namespace ember {
 // allocate and empty_cache), then becomes reusable, as in Note [Stream-aware frees]. A block
 // with no recorded use is reusable at once. The backend calls run under the mutex except the
 // system alloc and free (which may take milliseconds).
+//
+// Who uses it: Tensor::pin_memory() copies a CPU tensor into a block (its Storage's deleter
+// returns the block here, and Storage::is_pinned() recognizes the deleter); a copy between a
+// pinned tensor and a CUDA device with non_blocking=true (copy_, to) is queued on the device's
+// current stream and not waited for, after detail::prepare_async_host_copy recorded that stream
+// on the block; from pageable memory the same call waits for the copy (the host memory could be
+// reused or freed at once). to(cpu, non_blocking=true) from a CUDA tensor returns a pinned
+// tensor written asynchronously, as PyTorch's: synchronize the stream before reading it. The
+// DataLoader's pin_memory=true pins each batch (Note [Pinned batches] in data/detail/pin_batch.h).
+// Blocks come from cudaHostAlloc with the default flags, which under unified addressing (every
+// 64-bit platform CUDA 13 supports) are usable from every device: a pinned tensor is not tied
+// to one GPU, so nothing like PyTorch's pin_memory_device is needed.
 
 namespace {
 constexpr size_t kMinBlock = 512;
@@ -32,6 +45,7 @@ size_t round_size(size_t n) {
 std::mutex g_backend_mu;
 detail::PinnedMemoryBackend g_backend;  // guarded by g_backend_mu
 bool g_has_backend = false;             // guarded by g_backend_mu
+std::atomic<PinnedAllocator*> g_override{nullptr};
 }  // namespace
 
 namespace detail {
@@ -173,9 +187,28 @@ PinnedAllocator::Stats PinnedAllocator::stats() const {
   return s;
 }
 
+PinnedAllocator* PinnedAllocator::owner_of(const DataPtr& data) {
+  return data.deleter() == &PinnedAllocator::delete_block ? static_cast<PinnedAllocator*>(data.context()) : nullptr;
+}
+
+bool pinned_memory_available() { return g_override.load() != nullptr || cuda_device_count() > 0; }
+
+namespace detail {
+PinnedAllocator* set_pinned_allocator_override(PinnedAllocator* allocator) { return g_override.exchange(allocator); }
+
+bool prepare_async_host_copy(const Storage& host, Stream stream, bool non_blocking) {
+  if (!non_blocking || !host.defined()) return false;
+  PinnedAllocator* owner = PinnedAllocator::owner_of(host.data_ptr());
+  if (owner == nullptr) return false;
+  owner->record_stream(host.data(), stream);
+  return true;
+}
+}  // namespace detail
+
 PinnedAllocator& pinned_allocator() {
-  EMBER_CHECK(cuda_device_count() > 0, "pin_memory: pinned host memory needs a CUDA device, and ",
-              cuda_device_count(), " are visible (ember built without CUDA, or no GPU)");
+  if (PinnedAllocator* o = g_override.load()) return *o;
+  EMBER_CHECK_T(DeviceError, cuda_device_count() > 0, "pin_memory: pinned host memory needs a CUDA device, and ",
+                cuda_device_count(), " are visible (ember built without CUDA, or no GPU)");
   static PinnedAllocator* allocator = [] {
     std::lock_guard<std::mutex> lock(g_backend_mu);
     EMBER_CHECK(g_has_backend, "pin_memory: no pinned-memory backend is registered");

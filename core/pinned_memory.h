@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/storage.h"
 #include "core/stream.h"
 
 namespace ember {
@@ -47,6 +48,9 @@ class PinnedAllocator {
   void record_stream(const void* ptr, Stream stream);
   /// True when `ptr` lies inside a block of this allocator that is in use.
   bool contains(const void* ptr) const;
+  /// The allocator whose block `data` is (any PinnedAllocator, a test's too), else nullptr:
+  /// how a Storage knows it is pinned (Storage::is_pinned) and where its uses are recorded.
+  static PinnedAllocator* owner_of(const DataPtr& data);
   /// Returns free blocks whose uses have completed to the system.
   void empty_cache();
 
@@ -79,8 +83,26 @@ class PinnedAllocator {
   int64_t system_allocs_ = 0;                      // guarded by mu_
 };
 
-/// The process's pinned allocator (over core/cuda's backend). Throws Error when ember was built
-/// without CUDA or no CUDA device is visible: pinned memory needs the CUDA driver.
+/// The process's pinned allocator (over core/cuda's backend), or the one a test installed with
+/// detail::set_pinned_allocator_override. Throws DeviceError when ember was built without CUDA
+/// or no CUDA device is visible: pinned memory needs the CUDA driver.
 PinnedAllocator& pinned_allocator();
+/// Whether pinned_allocator() works here (a CUDA device is visible, or an override is set).
+bool pinned_memory_available();
+
+namespace detail {
+/// Makes pinned_allocator() return `allocator` (nullptr: the process's own again) and returns
+/// the previous override. Lets tests run the whole pinned path (Tensor::pin_memory, the
+/// DataLoader's pin_memory) over a fake backend on machines without CUDA. The allocator must
+/// outlive every tensor pinned through it.
+PinnedAllocator* set_pinned_allocator_override(PinnedAllocator* allocator);
+
+/// Decides how a host<->device copy that reads or writes `host` runs (Note [Pinned host
+/// memory]): when non_blocking was asked and `host` is pinned, records `stream` (the CUDA
+/// stream the copy is queued on) on its block, so the block is not reused before the copy has
+/// finished, and returns true: the copy may return before it completes. Otherwise false: the
+/// copy waits for itself, as PyTorch's non_blocking copies from pageable memory do.
+bool prepare_async_host_copy(const Storage& host, Stream stream, bool non_blocking);
+}  // namespace detail
 
 }  // namespace ember

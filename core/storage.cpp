@@ -1,9 +1,15 @@
 #include "core/storage.h"
 
+#include "core/pinned_memory.h"
+
 namespace ember {
 
 Storage::Storage(size_t num_bytes, Device device)
     : impl_(std::make_shared<StorageImpl>(get_allocator(device)->allocate(num_bytes), num_bytes)) {}
+
+Storage::Storage(DataPtr data, size_t num_bytes) : impl_(std::make_shared<StorageImpl>(std::move(data), num_bytes)) {}
+
+bool Storage::is_pinned() const { return impl_ != nullptr && PinnedAllocator::owner_of(impl_->data) != nullptr; }
 
 namespace {
 struct ExternalCtx {

@@ -2,6 +2,7 @@
 
 #include "core/detail/checked_math.h"
 #include "core/ops/native.h"
+#include "core/pinned_memory.h"
 
 namespace ember {
 
@@ -73,6 +74,18 @@ int64_t Tensor::stride(int64_t d) const {
   auto* i = checked();
   EMBER_CHECK_T(IndexError, !i->sizes.empty(), "stride: a 0-dim tensor has no dimension ", d);
   return i->strides[wrap_dim(d, dim(), "stride")];
+}
+
+bool Tensor::is_pinned() const { return checked()->storage.is_pinned(); }
+
+void Tensor::record_stream(Stream stream) const {
+  const Storage& s = checked()->storage;
+  if (!s.defined() || s.data() == nullptr) return;
+  if (PinnedAllocator* pinned = PinnedAllocator::owner_of(s.data_ptr())) {
+    pinned->record_stream(s.data(), stream);
+  } else {
+    ember::record_stream(s.data_ptr(), stream);
+  }
 }
 
 double Tensor::item() const {

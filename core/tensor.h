@@ -110,6 +110,12 @@ class Tensor {
   bool is_floating_point() const { return ember::is_floating_point(dtype()); }
   /// True for a tensor made under InferenceMode (Note [Inference tensors]).
   bool is_inference() const { return checked()->inference; }
+  /// True when the data lies in pinned host memory (pin_memory(); Note [Pinned host memory]).
+  bool is_pinned() const;
+  /// Marks the data as used by work queued on `stream`, so that once freed it is not reused
+  /// before that work is done (PyTorch's record_stream): device memory (core/allocator.h) and
+  /// pinned host memory alike; a no-op for other memory and for CPU streams.
+  void record_stream(Stream stream) const;
 
   /// Address of element 0 (storage base + offset).
   void* raw_data() const {
@@ -198,10 +204,16 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
 
   // conversion and history
-  Tensor to(Device device) const;
+  /// non_blocking: a copy between pinned host memory and a CUDA device is queued on the
+  /// device's current stream and not waited for (to(cpu, true) from CUDA returns pinned memory);
+  /// from pageable memory it is synchronous. See Note [Pinned host memory].
+  Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device, DType dtype) const;
+  Tensor to(Device device, DType dtype, bool non_blocking = false) const;
   Tensor cpu() const;
+  /// A copy in pinned host memory (this tensor when already pinned); differentiable. Throws
+  /// ValueError for a tensor not on the CPU, DeviceError when no CUDA device is visible.
+  Tensor pin_memory() const;
   Tensor clone() const;
   /// Shares the data, has no history and does not require grad.
   Tensor detach() const;
@@ -284,7 +296,7 @@ class Tensor {
   const Tensor& mul_(double other) const;
   const Tensor& zero_() const;
   const Tensor& fill_(double value) const;
-  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& copy_(const Tensor& src, bool non_blocking = false) const;
   const Tensor& masked_fill_(const Tensor& mask, double value) const;
 
  private:

@@ -380,10 +380,10 @@ Tensor& fill_(Tensor& self, double value) {
   native::fill_(self, value);
   return self;
 }
-Tensor& copy_(Tensor& self, const Tensor& src) {
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   autograd::detail::check_inplace(self, "copy_");
   bool track = autograd::any_requires_grad({&src});
-  native::copy_(self, src);
+  native::copy_(self, src, non_blocking);
   if (track) {
     auto node = std::make_shared<FunctionNode>("CopyBackwards", [ms = InputMeta(src)](FunctionNode&, TensorList& g) {
       Tensor moved = native::to(g[0], ms.device, ms.dtype);
@@ -412,16 +412,23 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
 
 // ---- conversion ----------------------------------------------------------------------------------------
 
-Tensor to(const Tensor& a, Device device, DType dtype) {
-  Tensor out = native::to(a, device, dtype);
+Tensor to(const Tensor& a, Device device, DType dtype, bool non_blocking) {
+  Tensor out = native::to(a, device, dtype, non_blocking);
   if (out.is_same(a)) return a;
   record("ToCopyBackward0", {&a}, {&out}, [ma = InputMeta(a)](FunctionNode&, TensorList& g) {
     return TensorList{native::to(g[0], ma.device, ma.dtype)};
   });
   return out;
 }
-Tensor to(const Tensor& a, Device device) { return to(a, device, a.dtype()); }
+Tensor to(const Tensor& a, Device device, bool non_blocking) { return to(a, device, a.dtype(), non_blocking); }
 Tensor to(const Tensor& a, DType dtype) { return to(a, a.device(), dtype); }
+
+Tensor pin_memory(const Tensor& a) {
+  Tensor out = native::pin_memory(a);
+  if (out.is_same(a)) return a;
+  record("PinMemoryBackward0", {&a}, {&out}, [](FunctionNode&, TensorList& g) { return TensorList{g[0]}; });
+  return out;
+}
 
 Tensor clone(const Tensor& a) {
   Tensor out = native::clone(a);

@@ -64,26 +64,27 @@ void cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
   launch_cast(to, from, plan);
 }
 
-// Copies are queued on the current stream of the CUDA side; one with a host side is waited for, so the caller may
-// reuse or read host memory at once and the copy is ordered after the kernels that produced
-// the source on that stream.
-void copy_on_stream(void* dst, const void* src, size_t num_bytes, cudaMemcpyKind kind, int device_index) {
+// Copies are queued on the current stream of the CUDA side, ordered after the kernels that
+// produced the source on that stream. One with a host side is waited for, so the caller may reuse
+// or read host memory at once, unless `async`: pinned host memory whose block has the stream
+// recorded (Note [Pinned host memory]).
+void copy_on_stream(void* dst, const void* src, size_t num_bytes, cudaMemcpyKind kind, int device_index, bool async) {
   CudaDeviceGuard guard(device_index);
   const cudaStream_t stream = current_stream(device_index);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, num_bytes, kind, stream));
-  if (kind != cudaMemcpyDeviceToDevice) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (kind != cudaMemcpyDeviceToDevice && !async) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes) {
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes, bool async) {
   if (num_bytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     std::memcpy(dst, src, num_bytes);
   } else if (src_device.is_cpu()) {
-    copy_on_stream(dst, src, num_bytes, cudaMemcpyHostToDevice, dst_device.index);
+    copy_on_stream(dst, src, num_bytes, cudaMemcpyHostToDevice, dst_device.index, async);
   } else if (dst_device.is_cpu()) {
-    copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToHost, src_device.index);
+    copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToHost, src_device.index, async);
   } else if (dst_device.index == src_device.index) {
-    copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToDevice, dst_device.index);
+    copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToDevice, dst_device.index, false);
   } else {
     // Ordered after pending work on both devices' legacy default streams (works without peer
     // access); then wait for both current streams' prior work too.

@@ -1,10 +1,13 @@
-// Copies and conversions: copy_ (broadcast, cross-dtype, cross-device), to(), clone(), contiguous().
+// Copies and conversions: copy_ (broadcast, cross-dtype, cross-device), to(), clone(), contiguous(),
+// pin_memory(). Host<->device copies and pinned memory: Note [Pinned host memory].
+#include <algorithm>
 #include <cstring>
 
 #include "core/kernels/cpu/loops.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/pinned_memory.h"
 
 namespace ember::native {
 namespace {
@@ -22,9 +25,23 @@ bool same_memory_layout(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous();
 }
 
+// A contiguous CPU tensor in pinned host memory (at least one byte, so that an empty tensor is
+// pinned too). Throws DeviceError without a CUDA device.
+Tensor empty_pinned(const IntList& sizes, DType dtype) {
+  const size_t num_bytes = static_cast<size_t>(numel_of(sizes, "pin_memory")) * element_size(dtype);
+  Storage storage(pinned_allocator().allocate(std::max<size_t>(num_bytes, 1)), num_bytes);
+  return make_tensor(std::move(storage), sizes, contiguous_strides(sizes, "pin_memory"), 0, dtype, "pin_memory");
+}
+
+// Whether a dense byte copy between `host` and the CUDA device `device` may run without waiting
+// for itself (records the device's current stream on a pinned block; see Note [Pinned host memory]).
+bool async_copy(const Tensor& host, Device device, bool non_blocking) {
+  return ember::detail::prepare_async_host_copy(host.storage(), current_stream(device), non_blocking);
+}
+
 }  // namespace
 
-Tensor& copy_(Tensor& self, const Tensor& src) {
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   {
     IntList shape = broadcast_shapes(self.sizes(), src.sizes(), "copy_");
     EMBER_CHECK(shape == self.sizes(), "copy_: source of shape ", src.sizes(),
@@ -36,15 +53,24 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
     auto& k = detail::require_cuda("copy_");
     if (sd != dd) {
       // Bring src to the destination's device as a dense tensor of the same dtype, then cast there.
+      // A copy with a host side runs asynchronously only when that side is pinned memory
+      // (never a temporary made here: a non-contiguous source is staged in pageable memory).
       Tensor dense = contiguous(src.sizes() == self.sizes() ? src : expand(src, self.sizes()));
       if (dense.dtype() == self.dtype() && self.is_contiguous()) {
-        k.copy_bytes(self.raw_data(), dd, dense.raw_data(), sd, self.nbytes());
+        const bool async = dd.is_cpu()   ? async_copy(self, sd, non_blocking)
+                           : sd.is_cpu() ? async_copy(dense, dd, non_blocking)
+                                         : false;
+        k.copy_bytes(self.raw_data(), dd, dense.raw_data(), sd, self.nbytes(), async);
         self.bump_version();
         return self;
       }
+      // Convert on the destination's device: from a pinned source the upload may run
+      // asynchronously (the cast follows it on the same stream); a download lands in pageable
+      // staging memory first and waits.
       Tensor staged = empty(dense.sizes(), TensorOptions(dense.dtype()).device(dd));
-      k.copy_bytes(staged.raw_data(), dd, dense.raw_data(), sd, dense.nbytes());
-      return copy_(self, staged);
+      const bool async = sd.is_cpu() && async_copy(dense, dd, non_blocking);
+      k.copy_bytes(staged.raw_data(), dd, dense.raw_data(), sd, dense.nbytes(), async);
+      return copy_(self, staged, non_blocking);
     }
     k.cast(self.dtype(), src.dtype(), detail::make_plan(self, {&src}));
     self.bump_version();
@@ -66,15 +92,22 @@ Tensor to(const Tensor& a, DType dtype) {
   return copy_(out, a);
 }
 
-Tensor to(const Tensor& a, Device device) {
-  if (a.device() == device) return a;
-  Tensor out = empty(a.sizes(), TensorOptions(a.dtype()).device(device));
-  return copy_(out, a);
+Tensor to(const Tensor& a, Device device, bool non_blocking) { return to(a, device, a.dtype(), non_blocking); }
+
+Tensor to(const Tensor& a, Device device, DType dtype, bool non_blocking) {
+  if (a.device() == device && a.dtype() == dtype) return a;
+  // As PyTorch: a non-blocking download lands in pinned memory, so it can be asynchronous.
+  Tensor out = non_blocking && a.device().is_cuda() && device.is_cpu()
+                   ? empty_pinned(a.sizes(), dtype)
+                   : empty(a.sizes(), TensorOptions(dtype).device(device));
+  return copy_(out, a, non_blocking);
 }
 
-Tensor to(const Tensor& a, Device device, DType dtype) {
-  if (a.device() == device && a.dtype() == dtype) return a;
-  Tensor out = empty(a.sizes(), TensorOptions(dtype).device(device));
+Tensor pin_memory(const Tensor& a) {
+  EMBER_CHECK_T(ValueError, a.device().is_cpu(), "pin_memory: cannot pin a tensor on ", a.device(),
+                ": only CPU tensors can be pinned");
+  if (a.is_pinned()) return a;
+  Tensor out = empty_pinned(a.sizes(), a.dtype());
   return copy_(out, a);
 }
 

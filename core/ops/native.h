@@ -86,13 +86,18 @@ Tensor& sqrt_(Tensor& self);
 Tensor& fill_(Tensor& self, double value);
 Tensor& zero_(Tensor& self);
 Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value);
-/// Copies src into self (broadcasting src; converting dtype; across devices).
-Tensor& copy_(Tensor& self, const Tensor& src);
+/// Copies src into self (broadcasting src; converting dtype; across devices). non_blocking: a
+/// host<->CUDA copy whose host side is pinned does not wait for itself (Note [Pinned host memory]).
+Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking = false);
 
 // ---- conversion -------------------------------------------------------------------------
 Tensor to(const Tensor& a, DType dtype);
-Tensor to(const Tensor& a, Device device);
-Tensor to(const Tensor& a, Device device, DType dtype);
+/// non_blocking as copy_; CUDA -> CPU with non_blocking returns pinned memory (as PyTorch).
+Tensor to(const Tensor& a, Device device, bool non_blocking = false);
+Tensor to(const Tensor& a, Device device, DType dtype, bool non_blocking = false);
+/// A contiguous copy of a CPU tensor in pinned host memory; `a` itself when already pinned.
+/// Throws ValueError for a tensor not on the CPU, DeviceError without a CUDA device.
+Tensor pin_memory(const Tensor& a);
 Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 

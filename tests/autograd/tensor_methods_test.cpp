@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "core/ops/native.h"
 #include "tests/support/error_text.h"
+#include "tests/support/fake_pinned_backend.h"
 
 using namespace ember;
 using ::testing::HasSubstr;
@@ -119,4 +120,29 @@ TEST(TensorMethods, InPlaceMethodOnNonLeafRecordsHistory) {
   y.sum().backward();
   EXPECT_EQ(vec(w.grad()), (std::vector<float>{10, 10}));
   EXPECT_THAT(support::error_of([&] { w.add_(1.0); }), HasSubstr("a leaf Variable that requires grad"));
+}
+
+TEST(TensorMethods, PinMemoryIsDifferentiableOverAFakePinnedBackend) {
+  test_support::ScopedFakePinnedAllocator fake;  // Note [Pinned host memory] without CUDA
+  Tensor w = tensor({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor p = w.pin_memory();
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_FALSE(w.is_pinned());
+  EXPECT_EQ(vec(p), vec(w));
+  ASSERT_TRUE(p.grad_fn() != nullptr);
+  EXPECT_EQ(p.grad_fn()->name(), "PinMemoryBackward0");
+  EXPECT_TRUE(pin_memory(p).is_same(p)) << "the free function returns an already pinned tensor itself";
+  p.mul(3.0).sum().backward();
+  EXPECT_EQ(vec(w.grad()), (std::vector<float>{3, 3, 3, 3}));
+}
+
+TEST(TensorMethods, NonBlockingCopiesBetweenCpuDevicesAreOrdinaryCopies) {
+  const Tensor x = tensor({1, 2, 3});
+  const Tensor y = x.to(Device("cpu:1"), /*non_blocking=*/true);
+  EXPECT_EQ(y.device(), Device("cpu:1"));
+  EXPECT_EQ(vec(y), vec(x));
+  EXPECT_EQ(x.to(Device("cpu:1"), kFloat64, true).dtype(), kFloat64);
+  const Tensor z = zeros({3});
+  z.copy_(x, /*non_blocking=*/true);
+  EXPECT_EQ(vec(z), vec(x));
 }

@@ -3,59 +3,20 @@
 // blocks are cached by rounded size and reused, a block whose use was recorded on a stream is
 // not reused until the event recorded at its free completes, empty_cache returns only ready
 // blocks, a failing system allocation empties the cache and retries before OutOfMemoryError,
-// and pinned_allocator() is a clear Error where no CUDA device is visible.
+// and pinned_allocator() is a DeviceError where no CUDA device is visible.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/pinned_memory.h"
+#include "tests/support/fake_pinned_backend.h"
 
 namespace ember {
 namespace {
 
-// The fake system: malloc'd blocks, a budget of system bytes, events that finish on command.
-struct Fake {
-  static inline int64_t live_bytes = 0, budget = 1 << 30, allocs = 0, frees = 0;
-  static inline std::vector<bool> events;  // event i+1 done?
-  static void reset(int64_t b = 1 << 30) {
-    live_bytes = 0;
-    budget = b;
-    allocs = frees = 0;
-    events.clear();
-  }
-  static void* alloc(size_t n) {
-    if (live_bytes + static_cast<int64_t>(n) > budget) return nullptr;
-    live_bytes += static_cast<int64_t>(n);
-    ++allocs;
-    void* p = std::malloc(n + sizeof(size_t));
-    *static_cast<size_t*>(p) = n;
-    return static_cast<size_t*>(p) + 1;
-  }
-  static void free(void* p) {
-    size_t* base = static_cast<size_t*>(p) - 1;
-    live_bytes -= static_cast<int64_t>(*base);
-    ++frees;
-    std::free(base);
-  }
-  static void* record_event(int, uint64_t) {
-    events.push_back(false);
-    return reinterpret_cast<void*>(events.size());  // 1-based handle
-  }
-  static bool event_done(void* e) { return events[reinterpret_cast<size_t>(e) - 1]; }
-  static void destroy_event(void*) {}
-  static detail::PinnedMemoryBackend backend() {
-    detail::PinnedMemoryBackend b;
-    b.alloc = &alloc;
-    b.free = &free;
-    b.record_event = &record_event;
-    b.event_done = &event_done;
-    b.destroy_event = &destroy_event;
-    return b;
-  }
-};
+using Fake = test_support::FakePinnedBackend;
 
 // A CUDA stream value for record_stream; the fake never touches a device.
 const Stream kCopyStream(Device::cuda(0), 0x1234);
@@ -139,7 +100,7 @@ TEST(PinnedMemory, ProcessAllocatorNeedsACudaDevice) {
   try {
     pinned_allocator();
     FAIL() << "pinned_allocator() without a CUDA device did not throw";
-  } catch (const Error& e) {
+  } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("needs a CUDA device"), std::string::npos) << e.what();
   }
 }

@@ -30,8 +30,11 @@ struct CudaKernels {
   void (*unary)(kernels::UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan);
   void (*ternary)(kernels::TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan);
   void (*cast)(DType to, DType from, const kernels::ElementwisePlan& plan);
-  /// Copies bytes between any two devices (host<->device, device<->device).
-  void (*copy_bytes)(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes);
+  /// Copies bytes between any two devices (host<->device, device<->device) on the CUDA side's
+  /// current stream. A copy with a host side waits for itself unless `async` (the host side is
+  /// pinned and its use recorded: Note [Pinned host memory]).
+  void (*copy_bytes)(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes,
+                     bool async);
   /// Row-major C[m,n] = alpha * op(A) op(B) + beta * C for float/double, strides in elements.
   void (*gemm)(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,

@@ -4,7 +4,9 @@
 // without a copy, in sampler order (see data/detail/multiprocess_engine.h and
 // Note [DataLoader workers]). Each epoch draws a 64-bit base seed from options.generator (or
 // ember's default generator); worker i seeds ember's default CPU generator with base_seed + i,
-// then runs worker_init_fn(i); get_worker_info() describes the worker inside it.
+// then runs worker_init_fn(i); get_worker_info() describes the worker inside it. With
+// pin_memory=true batches arrive in pinned host memory (Note [Pinned batches] in
+// data/detail/pin_batch.h).
 // The loader and its iterators belong to one thread; an iterator must not outlive its loader.
 // Dropping an iterator early reaps its workers (unless persistent) and frees its shared memory.
 #pragma once
@@ -22,6 +24,7 @@
 #include "data/dataloader_options.h"
 #include "data/dataset.h"
 #include "data/detail/multiprocess_engine.h"
+#include "data/detail/pin_batch.h"
 #include "data/random_sampler.h"
 #include "data/sequential_sampler.h"
 
@@ -41,6 +44,7 @@ class DataLoader {
   DataLoader(std::shared_ptr<DatasetT> dataset, DataLoaderOptions options = {}, CollateT collate = {})
       : dataset_(std::move(dataset)), options_(std::move(options)), collate_(std::move(collate)) {
     validate();
+    pin_ = detail::pin_memory_enabled(options_.pin_memory);
   }
   template <typename D = DatasetT>
     requires std::is_move_constructible_v<D> && (!std::is_abstract_v<D>)
@@ -64,6 +68,9 @@ class DataLoader {
     }
   }
   const DataLoaderOptions& options() const { return options_; }
+  /// Whether batches are delivered in pinned memory: pin_memory=true and a CUDA device visible
+  /// (Note [Pinned batches]).
+  bool pins_memory() const { return pin_; }
   DatasetT& dataset() { return *dataset_; }
   /// Process ids of the persistent workers (empty when none are running).
   std::vector<pid_t> persistent_worker_pids() const {
@@ -105,6 +112,31 @@ class DataLoader {
 
     /// The next batch, or std::nullopt at the end of the epoch.
     std::optional<Batch> next() {
+      std::optional<Batch> b = next_unpinned();
+      if (b && loader_.pin_) return detail::pin_batch(*b);
+      return b;
+    }
+
+    /// Releases the workers: kept for the next epoch when persistent, else reaped.
+    void finish() noexcept {
+      done_ = true;
+      if (engine_ == nullptr) return;
+      if (owned_) {
+        owned_->shutdown();
+        owned_.reset();
+      } else {
+        try {
+          engine_->end_epoch(/*keep_workers=*/true);
+        } catch (...) {
+          engine_->shutdown();
+        }
+        loader_.persistent_busy_ = false;
+      }
+      engine_ = nullptr;
+    }
+
+   private:
+    std::optional<Batch> next_unpinned() {
       if (engine_ != nullptr) {
         std::optional<detail::RawBatch> raw = engine_->next();
         if (!raw) {
@@ -127,25 +159,6 @@ class DataLoader {
       }
     }
 
-    /// Releases the workers: kept for the next epoch when persistent, else reaped.
-    void finish() noexcept {
-      done_ = true;
-      if (engine_ == nullptr) return;
-      if (owned_) {
-        owned_->shutdown();
-        owned_.reset();
-      } else {
-        try {
-          engine_->end_epoch(/*keep_workers=*/true);
-        } catch (...) {
-          engine_->shutdown();
-        }
-        loader_.persistent_busy_ = false;
-      }
-      engine_ = nullptr;
-    }
-
-   private:
     DataLoader& loader_;
     std::vector<std::vector<size_t>> batches_;
     size_t position_ = 0;
@@ -290,6 +303,7 @@ class DataLoader {
   std::shared_ptr<BatchSampler> batch_sampler_;
   std::unique_ptr<detail::MultiprocessEngine> persistent_;
   bool persistent_busy_ = false;
+  bool pin_ = false;  // see pins_memory()
 };
 
 }  // namespace ember::data

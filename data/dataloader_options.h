@@ -34,9 +34,10 @@ struct DataLoaderOptions {
   int prefetch_factor = 2;
   /// Keep the workers (and their dataset copies) alive across epochs.
   bool persistent_workers = false;
-  /// Accepted for PyTorch compatibility. Batches from workers already live in shared memory;
-  /// page-locking them needs a CUDA pinned-memory hook that ember_core does not expose yet, so
-  /// this is currently a no-op.
+  /// Deliver batches in pinned host memory, ready for to(cuda, non_blocking=true). Without a
+  /// CUDA device batches stay in ordinary memory, with a warning (Note [Pinned batches] in
+  /// data/detail/pin_batch.h). Pinned memory is usable from every GPU, so there is no
+  /// pin_memory_device.
   bool pin_memory = false;
 };
 

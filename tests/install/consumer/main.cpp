@@ -67,7 +67,7 @@ int main() {
   // Data
   data::TensorDataset dataset({randn({10, 3}), randint(0, 2, {10})});
   data::DataLoader loader(dataset, data::DataLoaderOptions{.batch_size = 4, .shuffle = true, .num_workers = 2,
-                                                           .worker_init_fn = [](int) {}});
+                                                           .worker_init_fn = [](int) {}, .pin_memory = true});
   int batches = 0;
   for (auto& batch : loader) batches += batch.size() == 2 ? 1 : 0;
 

@@ -9,10 +9,14 @@
 #include "parallel/distributed_data_parallel.h"
 
 // Note [ZeRO partition]
-// Parameters are assigned in their order, each to the rank whose shard has the fewest bytes so
-// far (ties: the lowest rank), as PyTorch's ZeroRedundancyOptimizer does: every rank computes
-// the same partition from the shapes alone, and with many parameters each shard holds ~1/N of
-// the bytes, so ~1/N of Adam's exp_avg / exp_avg_sq. After the local step, rank r's shard is
+// Parameters are assigned largest first (ties: registration order), each to the rank whose
+// shard has the fewest bytes so far (ties: the lowest rank), as PyTorch's
+// ZeroRedundancyOptimizer does: every rank computes the same partition from the shapes alone,
+// and with many parameters each shard holds ~1/N of the bytes, so ~1/N of Adam's exp_avg /
+// exp_avg_sq. Largest first bounds the imbalance by the largest parameter; in registration
+// order a large parameter late in the list could land on an already full shard. A whole
+// parameter is never split, so a model of few large tensors stays above 1/N (ember-bench-ddp's
+// tagger: three 1 MiB LSTM matrices over two ranks, 0.625). After the local step, rank r's shard is
 // broadcast from r (detail::broadcast_tensors coalesces it into one buffer per dtype).
 // consolidate_state_dict moves state with broadcasts too (the only collective every backend
 // has with a variable root): each rank in turn sends a small int64 header (per state entry:
@@ -26,12 +30,21 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params, std
   EMBER_CHECK_T(ValueError, group_ != nullptr, "ZeroRedundancyOptimizer: process_group is null");
   EMBER_CHECK_T(ValueError, factory != nullptr, "ZeroRedundancyOptimizer: optimizer factory is null");
   EMBER_CHECK_T(ValueError, !params_.empty(), "ZeroRedundancyOptimizer: expected at least one parameter");
+  // Largest first (Note [ZeRO partition]); the local optimizer still sees its parameters in
+  // registration order.
+  std::vector<size_t> by_size(params_.size());
+  for (size_t i = 0; i < by_size.size(); ++i) by_size[i] = i;
+  std::stable_sort(by_size.begin(), by_size.end(),
+                   [&](size_t a, size_t b) { return params_[a].nbytes() > params_[b].nbytes(); });
   std::vector<int64_t> bytes(static_cast<size_t>(group_->size()), 0);
-  for (size_t i = 0; i < params_.size(); ++i) {
+  owners_.assign(params_.size(), 0);
+  for (size_t i : by_size) {
     const int r = static_cast<int>(std::min_element(bytes.begin(), bytes.end()) - bytes.begin());
-    owners_.push_back(r);
+    owners_[i] = r;
     bytes[static_cast<size_t>(r)] += static_cast<int64_t>(params_[i].nbytes());
-    if (r == group_->rank()) local_indices_.push_back(i);
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (owners_[i] == group_->rank()) local_indices_.push_back(i);
   }
   std::vector<Tensor> shard;
   for (size_t i : local_indices_) shard.push_back(params_[i]);

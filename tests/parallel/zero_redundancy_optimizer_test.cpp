@@ -157,6 +157,19 @@ TEST(ZeroRedundancyOptimizer, EachRankHoldsAboutHalfOfAdamsState) {
   EXPECT_NEAR(static_cast<double>(shard[0] + shard[1]), static_cast<double>(full), 0.05 * static_cast<double>(full));
 }
 
+// Largest parameters are placed first: in registration order, sizes {1, 1, 2} (x 64 floats)
+// would put the last and largest on rank 0 beside the first (3 : 1); largest first gives 2 : 2.
+TEST(ZeroRedundancyOptimizer, PartitionPlacesTheLargestParametersFirst) {
+  std::vector<std::vector<int>> owners(2);
+  run_ranks(2, [&](int r, std::shared_ptr<ProcessGroup> pg) {
+    std::vector<Tensor> params{zeros({64}), zeros({64}), zeros({128}), zeros({1})};
+    ZeroRedundancyOptimizer zopt(params, pg, adam());
+    for (size_t i = 0; i < params.size(); ++i) owners[r].push_back(zopt.owner(i));
+  });
+  EXPECT_EQ(owners[0], owners[1]) << "every rank computes the same partition";
+  EXPECT_EQ(owners[0], (std::vector<int>{1, 1, 0, 0}));
+}
+
 // 5 steps on 2 ranks, consolidate on rank 0, then 5 more on 3 ranks from that state: the same
 // parameters as 10 steps of plain Adam in one process (up to the ranks' float rounding).
 TEST(ZeroRedundancyOptimizer, ConsolidatedStateResumesOnAnotherWorldSize) {

@@ -49,7 +49,9 @@
 //                                          (allocator stats) under ZeroRedundancyOptimizer, the
 //                                          larger rank's, over plain Adam's (ideal 0.5)
 //   torch_ddp_step_ms_1r / _2r             PyTorch (Debian's 1.13, bench_ddp_torch.py, gloo) on the
-//                                          same model and batch, after ember's ranks, same binding
+//                                          same model and batch, after ember's ranks, same binding;
+//                                          bounded by EMBER_BENCH_DDP_TORCH_TIMEOUT_S (default 300 s,
+//                                          then its process group is killed and a `#` line says so)
 //   torch_ddp_scaling_efficiency_2r        its 1r / 2r
 //   ddp_step_vs_torch_ddp_ratio            ember's ddp_step_ms_2r / torch's (goal <= 0.3)
 //   machine_load_avg                       1-minute load average (/proc/loadavg) after the run
@@ -184,35 +186,126 @@ std::vector<double> from_bytes(const std::vector<uint8_t>& b) {
   return v;
 }
 
-// One rank's whole run. Rank 0 hosts the store and writes its port to `port_fd`; rank 1
-// connects to `port`. Rank 0 prints the figures.
+// Output of a command run with a deadline (run_bounded).
+struct BoundedRun {
+  std::string output;     // stdout and stderr together
+  bool timed_out = false;  // the deadline passed: its whole process group was killed
+  int status = -1;         // waitpid's status when it exited by itself
+};
+
+// Runs argv[0] with `argv` in a process group of its own and collects its output. Past
+// `timeout_s` seconds the whole group (the script and every process it started) is killed with
+// SIGKILL and reaped. The child also dies with this process (PR_SET_PDEATHSIG).
+BoundedRun run_bounded(const std::vector<std::string>& argv, int timeout_s) {
+  BoundedRun run;
+  int out[2];
+  if (::pipe(out) != 0) {
+    run.output = std::string("pipe(): ") + std::strerror(errno);
+    return run;
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    ::dup2(out[1], 1);
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    run.output = std::string("fork(): ") + std::strerror(errno);
+    return run;
+  }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      run.timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r < 0 && errno != EINTR) break;
+    if (r <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // every writer closed: the script is done
+    run.output.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  if (run.timed_out) {
+    ::kill(-pid, SIGKILL);
+    ::waitpid(pid, &run.status, 0);
+    return run;
+  }
+  // The pipe closed; the script exits now, or is stuck after closing it: bounded all the same.
+  while (::waitpid(pid, &run.status, WNOHANG) == 0) {
+    if (Clock::now() >= deadline) {
+      run.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &run.status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(-pid, SIGKILL);  // nothing it started outlives it
+  return run;
+}
+
 // PyTorch's DDP (gloo) on the same model and batch in the same run: bench_ddp_torch.py spawns
 // its own two ranks (bound to their own CPUs, one thread each) after ember's ranks are done.
-void run_torch_ddp_peer(double ember_1r_ms, double ember_2r_ms, const Tensor& lengths, int steps) {
+// Bounded by EMBER_BENCH_DDP_TORCH_TIMEOUT_S (default 300 s): past it the script's process
+// group is killed and a `#` line says so (the script bounds its own waits a little sooner).
+void run_torch_ddp_peer(double ember_2r_ms, const Tensor& lengths, int steps) {
   const char* py = std::getenv("EMBER_BENCH_PYTHON");
+  int timeout_s = 300;
+  if (const char* s = std::getenv("EMBER_BENCH_DDP_TORCH_TIMEOUT_S")) timeout_s = std::max(1, std::atoi(s));
   std::string csv;
   for (int64_t v : lengths.to_vector<int64_t>()) {
     if (!csv.empty()) csv += ',';  // (one expression of + tripped GCC 12's -Wrestrict here)
     csv += std::to_string(v);
   }
-  const std::string cmd = std::string(py != nullptr ? py : "/usr/bin/python3") + " " + EMBER_BENCH_DDP_TORCH_SCRIPT +
-                          " " + csv + " " + std::to_string(steps) + " " + std::to_string(kWarmup) + " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
+  const std::vector<std::string> argv{py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_DDP_TORCH_SCRIPT, csv,
+                                      std::to_string(steps), std::to_string(kWarmup), std::to_string(timeout_s)};
+  const BoundedRun run = run_bounded(argv, timeout_s);
   double t1 = 0, t2 = 0;
   std::string version;
-  if (f != nullptr) {
-    char line[512];
-    while (std::fgets(line, sizeof line, f) != nullptr) {
-      double v = 0;
-      char ver[128];
-      if (std::sscanf(line, "torch_ddp_step_ms_1r %lf", &v) == 1) t1 = v;
-      if (std::sscanf(line, "torch_ddp_step_ms_2r %lf", &v) == 1) t2 = v;
-      if (std::strncmp(line, "torch ", 6) == 0 && std::sscanf(line + 6, "%127s", ver) == 1) version = ver;
-    }
-    ::pclose(f);
+  size_t pos = 0;
+  while (pos < run.output.size()) {
+    size_t end = run.output.find('\n', pos);
+    if (end == std::string::npos) end = run.output.size();
+    const std::string line = run.output.substr(pos, end - pos);
+    pos = end + 1;
+    double v = 0;
+    char ver[128];
+    if (std::sscanf(line.c_str(), "torch_ddp_step_ms_1r %lf", &v) == 1) t1 = v;
+    if (std::sscanf(line.c_str(), "torch_ddp_step_ms_2r %lf", &v) == 1) t2 = v;
+    if (line.rfind("torch ", 0) == 0 && std::sscanf(line.c_str() + 6, "%127s", ver) == 1) version = ver;
+  }
+  if (run.timed_out) {
+    std::printf("# torch DDP peer timed out after %d s (EMBER_BENCH_DDP_TORCH_TIMEOUT_S); its process group was "
+                "killed; ember figures only\n", timeout_s);
+    std::fflush(stdout);
+    return;
   }
   if (t1 <= 0 || t2 <= 0) {
-    std::printf("# torch DDP peer unavailable (%s did not report); ember figures only\n", cmd.c_str());
+    std::string tail = run.output.size() > 600 ? run.output.substr(run.output.size() - 600) : run.output;
+    for (char& c : tail) c = c == '\n' ? '|' : c;
+    std::printf("# torch DDP peer unavailable (%s %s did not report: %s); ember figures only\n", argv[0].c_str(),
+                argv[1].c_str(), tail.c_str());
+    std::fflush(stdout);
     return;
   }
   std::printf("# torch %s, DDP over gloo, 2 ranks bound to their own CPUs, one thread each\n", version.c_str());
@@ -220,10 +313,11 @@ void run_torch_ddp_peer(double ember_1r_ms, double ember_2r_ms, const Tensor& le
   std::printf("torch_ddp_step_ms_2r %.3f ms\n", t2);
   std::printf("torch_ddp_scaling_efficiency_2r %.3f ratio\n", t1 / t2);
   std::printf("ddp_step_vs_torch_ddp_ratio %.3f ratio\n", ember_2r_ms / t2);
-  (void)ember_1r_ms;
   std::fflush(stdout);
 }
 
+// One rank's whole run. Rank 0 hosts the store and writes its port to `port_fd`; rank 1
+// connects to `port`. Rank 0 prints the figures.
 int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_fd, uint16_t port) {
   // As ember-run's --cpu-bind auto: each rank on its own block of this process's CPUs.
   if (cpu_bind) {
@@ -355,7 +449,7 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     zero_bytes_ratio = plain_bytes > 0 ? static_cast<double>(zero_bytes) / static_cast<double>(plain_bytes) : 0.0;
   }
 
-  double ember_1r = 0, ember_2r = 0;
+  double ember_2r = 0;
   if (rank != 0) {
     store->set("bench_ddp/rank1_zero_ratio", to_bytes({zero_bytes_ratio}));
     store->set("bench_ddp/rank1_wall", to_bytes(wall2));
@@ -394,7 +488,6 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
       step5[k] = std::max(wall5[k], other_view[k]);
     }
     const double m1 = median(wall1), m2 = median(step2), m3 = median(step3), m4 = median(step4), m5 = median(step5);
-    ember_1r = m1;
     ember_2r = m2;
     std::printf("ddp_step_ms_1r %.3f ms\n", m1);
     std::printf("ddp_step_ms_2r %.3f ms\n", m2);
@@ -439,7 +532,7 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   }
   // Nobody leaves (and rank 0 takes the store server down) before both are done with the store.
   pg->barrier()->wait();
-  if (rank == 0 && ember_2r > 0) run_torch_ddp_peer(ember_1r, ember_2r, batches[0].lengths, steps);
+  if (rank == 0 && ember_2r > 0) run_torch_ddp_peer(ember_2r, batches[0].lengths, steps);
   return 0;
 }
 

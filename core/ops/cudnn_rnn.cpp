@@ -27,6 +27,18 @@
 // state advances with each call (cudnnRestoreDropoutDescriptor), so masks differ per step. The
 // masks differ from the fallback's (ember's Philox dropout), as they do between PyTorch's CPU
 // and cuDNN paths.
+//
+// Note [cuDNN RNN streams]
+// A forward allocates its buffers (weight-space copy, reserve space, device sequence lengths)
+// on the current stream of the thread that ran it; the backward runs on the engine's stream for
+// the device, the backward caller's current stream (autograd/engine.cpp), which may be another
+// one. The caching allocator reuses a block only on the stream it was allocated for, so once
+// the node frees these buffers that stream could reuse them while the backward's kernels are
+// still queued on the other. The backward therefore marks every buffer of the forward it hands
+// to cuDNN (those above, and x, y, h0, c0) with record_stream on its own stream
+// (cudnn_rnn_record_stream for the saved ones): their blocks then wait for that stream's event
+// before reuse. A no-op when both ran on the same stream. Ordering the backward after the
+// forward's work is the engine's business, not this file's.
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -115,14 +127,32 @@ struct DropoutSlot {
 };
 DropoutSlot g_dropout[kMaxDevicesPerType];
 
-// A call over the sequences of `s` (lengths on host and device); training: cuDNN's training mode.
-CudnnRnnCall call_over(const CudnnRnnSaved& s, bool training) {
+// The fields a forward and its backward share: the sequences of `s` (lengths on host and
+// device), the data x / y, the initial states, the weight space and reserve space of `s`, and a
+// workspace of the size cuDNN asks for in that mode, allocated into *workspace. *reserve_bytes:
+// the reserve size cuDNN asks for (a forward allocates it, a backward checks it).
+CudnnRnnCall make_call(const CudnnRnnBackend& be, const CudnnRnnDesc& d, const CudnnRnnSaved& s, bool training,
+                       const Tensor& x, const Tensor& y, const Tensor& hx, const Tensor& cx, Tensor* workspace,
+                       size_t* reserve_bytes) {
   CudnnRnnCall call;
   call.training = training;
   call.batch = static_cast<int64_t>(s.seq_lengths.size());
   call.max_seq_length = s.max_seq_length;
   call.host_seq_lengths = s.seq_lengths.data();
   call.dev_seq_lengths = static_cast<int32_t*>(s.dev_seq_lengths.raw_data());
+  size_t workspace_bytes = 0;
+  be.temp_space_bytes(d, call, &workspace_bytes, reserve_bytes);
+  *workspace = byte_buffer(workspace_bytes, x.device());
+  call.x = x.raw_data();
+  call.y = y.raw_data();
+  call.hx = ptr_or_null(hx);
+  call.cx = ptr_or_null(cx);
+  call.weight_space = s.weight_space.raw_data();
+  call.weight_space_bytes = s.weight_space_bytes;
+  call.workspace = workspace->raw_data();
+  call.workspace_bytes = workspace_bytes;
+  call.reserve = ptr_or_null(s.reserve);
+  call.reserve_bytes = s.reserve_bytes;
   return call;
 }
 
@@ -166,6 +196,12 @@ bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input) {
   const int64_t D = c.bidirectional ? 2 : 1;
   return c.input_size <= kMax && c.hidden_size * D * gate_count(c.mode) <= kMax && c.num_layers * D <= kMax &&
          input.size(0) <= kMax;
+}
+
+void cudnn_rnn_record_stream(const CudnnRnnSaved& s, Stream stream) {
+  for (const Tensor* t : {&s.weight_space, &s.reserve, &s.dev_seq_lengths}) {
+    if (t->defined()) t->record_stream(stream);
+  }
 }
 
 CudnnRnnForward cudnn_rnn_forward(const CudnnRnnConfig& c, const Tensor& input, const PackedSteps& steps,
@@ -226,24 +262,17 @@ CudnnRnnForward cudnn_rnn_forward(const CudnnRnnConfig& c, const Tensor& input, 
     use_dropout(d, s);
   }
 
-  CudnnRnnCall call = call_over(s, need_backward || dropout);
-  size_t workspace_bytes = 0, reserve_bytes = 0;
-  be->temp_space_bytes(d, call, &workspace_bytes, &reserve_bytes);
-  const Tensor workspace = byte_buffer(workspace_bytes, device);
-  if (call.training) s.reserve = byte_buffer(reserve_bytes, device);
-  s.reserve_bytes = call.training ? reserve_bytes : 0;
-  call.x = x.raw_data();
-  call.y = out.output.raw_data();
-  call.hx = ptr_or_null(hx);
+  Tensor workspace;
+  size_t reserve_bytes = 0;
+  CudnnRnnCall call = make_call(*be, d, s, need_backward || dropout, x, out.output, hx, cx, &workspace, &reserve_bytes);
+  if (call.training) {
+    s.reserve = byte_buffer(reserve_bytes, device);
+    s.reserve_bytes = reserve_bytes;
+    call.reserve = s.reserve.raw_data();
+    call.reserve_bytes = reserve_bytes;
+  }
   call.hy = out.h_n.raw_data();
-  call.cx = ptr_or_null(cx);
   call.cy = ptr_or_null(out.c_n);
-  call.weight_space = s.weight_space.raw_data();
-  call.weight_space_bytes = s.weight_space_bytes;
-  call.workspace = workspace.raw_data();
-  call.workspace_bytes = workspace_bytes;
-  call.reserve = ptr_or_null(s.reserve);
-  call.reserve_bytes = s.reserve_bytes;
   be->forward(d, call);
   if (!need_backward) s = CudnnRnnSaved{};
   return out;
@@ -275,22 +304,11 @@ CudnnRnnGrads cudnn_rnn_backward(const CudnnRnnConfig& c, const CudnnRnnSaved& s
   const int64_t ws_elems = static_cast<int64_t>(s.weight_space_bytes / element_size(input.dtype()));
   const Tensor dw = need_weights ? zeros({ws_elems}, opts) : Tensor();
 
-  CudnnRnnCall call = call_over(s, /*training=*/true);
-  size_t workspace_bytes = 0, reserve_bytes = 0;
-  be->temp_space_bytes(d, call, &workspace_bytes, &reserve_bytes);
+  Tensor workspace;
+  size_t reserve_bytes = 0;
+  CudnnRnnCall call = make_call(*be, d, s, /*training=*/true, x, y, hx, cx, &workspace, &reserve_bytes);
   EMBER_INTERNAL_ASSERT(reserve_bytes <= s.reserve_bytes, "cudnn_rnn_backward: reserve space of ", s.reserve_bytes,
                         " bytes, cuDNN wants ", reserve_bytes);
-  const Tensor workspace = byte_buffer(workspace_bytes, device);
-  call.x = x.raw_data();
-  call.y = y.raw_data();
-  call.hx = ptr_or_null(hx);
-  call.cx = ptr_or_null(cx);
-  call.weight_space = s.weight_space.raw_data();
-  call.weight_space_bytes = s.weight_space_bytes;
-  call.workspace = workspace.raw_data();
-  call.workspace_bytes = workspace_bytes;
-  call.reserve = s.reserve.raw_data();
-  call.reserve_bytes = s.reserve_bytes;
   call.dy = dy.raw_data();
   call.dx = g.d_input.raw_data();
   call.dhy = ptr_or_null(dhy);
@@ -299,6 +317,12 @@ CudnnRnnGrads cudnn_rnn_backward(const CudnnRnnConfig& c, const CudnnRnnSaved& s
   call.dcx = ptr_or_null(g.d_c0);
   call.dweight_space = ptr_or_null(dw);
   be->backward(d, call);
+  // See Note [cuDNN RNN streams].
+  const Stream stream = current_stream(device);
+  cudnn_rnn_record_stream(s, stream);
+  for (const Tensor* t : {&x, &y, &hx, &cx}) {
+    if (t->defined()) t->record_stream(stream);
+  }
   if (need_weights) g.d_weights = rnn_unpack_weights(dw, weights, gate_count(c.mode), s.gate_offsets);
   return g;
 }

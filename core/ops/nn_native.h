@@ -177,6 +177,13 @@ struct CudnnRnnSaved {
   double dropout = 0.0;       // p as applied (0 when not training)
 };
 
+/// Marks the buffers of `s` that a backward hands to cuDNN (weight space, reserve space, device
+/// sequence lengths) as used by the work queued on `stream` (Tensor::record_stream), so that
+/// once freed they are not reused before that work is done. cudnn_rnn_backward calls it with its
+/// current stream (Note [cuDNN RNN streams] in core/ops/cudnn_rnn.cpp); a no-op for buffers
+/// allocated on `stream` and for devices without events.
+void cudnn_rnn_record_stream(const CudnnRnnSaved& s, Stream stream);
+
 struct CudnnRnnForward {
   Tensor output;  // [N, D*H]
   Tensor h_n;     // [L*D, B, H]

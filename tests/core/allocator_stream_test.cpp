@@ -1,7 +1,8 @@
 // The caching allocator's stream-aware frees (Note [Stream-aware frees]), its system calls made
 // with the mutex released, and its errors for allocation failures that are not out-of-memory,
 // all on a CPU device whose raw-memory backend is a fake with controllable events (the CUDA
-// backend provides the same hooks through core/cuda/cuda_memory.cpp).
+// backend provides the same hooks through core/cuda/cuda_memory.cpp); and the cuDNN RNN's use of
+// them, the buffers a forward keeps for its backward (Note [cuDNN RNN streams]).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +15,9 @@
 
 #include "core/allocator.h"
 #include "core/error.h"
+#include "core/ops/factory.h"
+#include "core/ops/native.h"
+#include "core/ops/nn_native.h"
 
 namespace ember {
 namespace {
@@ -178,6 +182,36 @@ TEST(AllocatorStreams, SystemAllocationRunsWithTheMutexReleased) {
   // `other` to open the gate: fake_alloc gives up after 5 s instead of hanging.
   std::lock_guard<std::mutex> lock(g_gate_mutex);
   EXPECT_FALSE(g_gate_timed_out) << "the allocator held its mutex during the system call";
+}
+
+// Regression: a cuDNN backward on another stream than its forward did not mark the forward's
+// reserve space (nor the weight-space copy and device lengths) as used there, so the forward's
+// stream could reuse them while the backward's kernels were still queued.
+TEST(AllocatorStreams, CudnnRnnSavedBuffersWaitForTheBackwardsStream) {
+  FakeBackend fake;
+  const Device d = Device::cpu(61);
+  g_event_done = false;
+  const TensorOptions opts = TensorOptions(kFloat32).device(d);
+  void* reserve = nullptr;
+  {
+    native::CudnnRnnSaved s;
+    s.weight_space = native::narrow(empty({1024}, opts), 0, 0, 256);  // a view at the flat buffer's start
+    s.reserve = empty({static_cast<int64_t>(kMiB / 4)}, opts);
+    s.dev_seq_lengths = empty({3}, TensorOptions(kInt32).device(d));
+    reserve = s.reserve.raw_data();
+    native::cudnn_rnn_record_stream(s, Stream(d, 0));  // the forward's own stream: nothing to wait for
+    EXPECT_EQ(g_events_live.load(), 0);
+    native::cudnn_rnn_record_stream(s, Stream(d, 9));
+  }
+  EXPECT_EQ(detail::pending_frees(d), 3) << "weight space, reserve space and lengths wait for stream 9";
+  {
+    Tensor again = empty({static_cast<int64_t>(kMiB / 4)}, opts);
+    EXPECT_NE(again.raw_data(), reserve) << "the reserve space was reused while stream 9 may still read it";
+  }
+  g_event_done = true;
+  EXPECT_EQ(detail::pending_frees(d), 0) << "released once stream 9 is past them";
+  EXPECT_EQ(g_events_live.load(), 0);
+  g_event_done = false;
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // HashStore; the closed-form table of process_group_test_util.h on CUDA tensors, CPU tensors
 // rejected, and a missing rank failing rendezvous within the timeout; the regressions of issue
 // 16's review (end event on the group's device, barrier ordering, bounded destructor,
-// LOCAL_RANK % device_count, Work::wait ordering the caller's stream). Skips without
+// LOCAL_RANK % device_count, Work::wait ordering the caller's stream, the start event on the
+// caller's stream). Skips without
 // a GPU; the two-rank tests skip with fewer than two (NCCL refuses two ranks on one GPU).
 #include <gtest/gtest.h>
 
@@ -145,7 +146,10 @@ TEST(ProcessGroupNCCL, LocalRankIsTakenModuloTheDeviceCount) {
 
 TEST(ProcessGroupNCCL, WaitOrdersTheCallersCurrentStream) {
   // Work::wait makes the caller's current stream wait for the operation's event, so work queued
-  // on a non-default stream after wait() reads the reduced values.
+  // on a non-default stream after wait() reads the reduced values; and the operation starts after
+  // the work queued on that stream before it (the `full`), since its start event is recorded on
+  // the caller's current stream (regression: on the legacy default stream, which does not order
+  // ember's non-blocking pool streams).
   if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
   on_gpus(2, [](ProcessGroupNCCL& pg) {
     const Device d = Device::cuda(pg.device());

@@ -39,4 +39,31 @@ void recv(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int s
   ::ember::parallel::nccl::detail::check_settled(                                                         \
       ::ember::parallel::nccl::detail::settle((c).comm, (expr), (c).deadline), #expr, (who), EMBER_SOURCE_FILE, __LINE__)
 
+/// One NCCL group on the calling thread: ncclGroupStart (settled) on construction, ncclGroupEnd
+/// (settled) in end(). When a call inside the group throws, the destructor closes the group
+/// (ncclGroupEnd, its result ignored) while the communicator is still alive: the thread's NCCL
+/// group depth must be back at zero before launch() aborts the communicator, and before this
+/// thread's next NCCL call (regression: left open, every later call on any communicator from the
+/// thread was deferred into the dead group and never launched).
+class Group {
+ public:
+  Group(const Comm& c, const std::string& who) : c_(c), who_(who) {
+    EMBER_NCCL_CALL(c_, ncclGroupStart(), who_);
+  }
+  void end() {
+    open_ = false;  // ncclGroupEnd closes the group even when it fails
+    EMBER_NCCL_CALL(c_, ncclGroupEnd(), who_);
+  }
+  ~Group() {
+    if (open_) static_cast<void>(ncclGroupEnd());
+  }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+ private:
+  const Comm& c_;
+  const std::string& who_;
+  bool open_ = true;
+};
+
 }  // namespace ember::parallel::nccl

@@ -16,8 +16,8 @@
 
 // Note [nccl completion and failure]
 // An operation is enqueued on the group's stream from the calling thread, between a start
-// event recorded on the legacy default stream (which the group's stream waits for, so the
-// inputs are ready) and an end event. The Work is done once the end event is: wait() polls
+// event recorded on the caller's current stream of the group's device (which the group's stream
+// waits for, so the inputs are ready) and an end event. The Work is done once the end event is: wait() polls
 // it, and the watchdog thread polls every pending Work's event and the communicator's async
 // error. When NCCL reports an error, or an operation is still pending timeout_ms after it
 // was enqueued (a hung or dead peer), the watchdog aborts the communicator (ncclCommAbort,
@@ -41,6 +41,12 @@ class DeviceGuard {
  private:
   int previous_ = 0;
 };
+
+// The calling thread's current stream on cuda:device (core/stream.h) as a cudaStream_t.
+cudaStream_t current_cuda_stream(int device) {
+  const Stream s = current_stream(Device::cuda(device));
+  return s.is_default() ? cudaStreamLegacy : reinterpret_cast<cudaStream_t>(static_cast<uintptr_t>(s.id()));
+}
 
 }  // namespace
 
@@ -113,9 +119,7 @@ class NcclWork final : public Work {
   /// the caller launches next on that stream see the results.
   void wait_stream() {
     DeviceGuard guard(impl_->comm.device);
-    const Stream s = current_stream(Device::cuda(impl_->comm.device));
-    cudaStream_t stream = s.is_default() ? cudaStreamLegacy : reinterpret_cast<cudaStream_t>(s.id());
-    EMBER_CUDA_RT_CHECK(cudaStreamWaitEvent(stream, end_, 0), description());
+    EMBER_CUDA_RT_CHECK(cudaStreamWaitEvent(current_cuda_stream(impl_->comm.device), end_, 0), description());
   }
 
   void wait(int64_t timeout_ms) override {
@@ -336,7 +340,10 @@ std::shared_ptr<Work> launch(const std::shared_ptr<ProcessGroupNCCL::Impl>& impl
     DeviceGuard guard(impl->comm.device);
     cudaEvent_t start;
     EMBER_CUDA_RT_CHECK(cudaEventCreateWithFlags(&start, cudaEventDisableTiming), info.description);
-    EMBER_CUDA_RT_CHECK(cudaEventRecord(start, cudaStreamLegacy), info.description);  // ember's kernels run there
+    // On the caller's current stream, where ember's kernels made the inputs (regression: recorded
+    // on the legacy default stream, which does not order ember's non-blocking pool streams, so
+    // inputs made under a StreamGuard could be read before they were written).
+    EMBER_CUDA_RT_CHECK(cudaEventRecord(start, current_cuda_stream(impl->comm.device)), info.description);
     EMBER_CUDA_RT_CHECK(cudaStreamWaitEvent(impl->comm.stream, start, 0), info.description);
     cudaEventDestroy(start);
     nccl::Comm c = impl->comm;

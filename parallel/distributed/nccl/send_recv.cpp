@@ -5,21 +5,21 @@
 namespace ember::parallel::nccl {
 
 void send(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int dst) {
-  EMBER_NCCL_CALL(c, ncclGroupStart(), info.description);
+  Group group(c, info.description);
   for (auto& t : tensors)
     EMBER_NCCL_CALL(c, ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), detail::nccl_datatype(t.dtype()), dst,
                                 c.comm, c.stream),
                     info.description);
-  EMBER_NCCL_CALL(c, ncclGroupEnd(), info.description);
+  group.end();
 }
 
 void recv(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int src) {
-  EMBER_NCCL_CALL(c, ncclGroupStart(), info.description);
+  Group group(c, info.description);
   for (auto& t : tensors)
     EMBER_NCCL_CALL(c, ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), detail::nccl_datatype(t.dtype()), src,
                                 c.comm, c.stream),
                     info.description);
-  EMBER_NCCL_CALL(c, ncclGroupEnd(), info.description);
+  group.end();
 }
 
 }  // namespace ember::parallel::nccl

@@ -15,8 +15,9 @@
 #   example-dp-all-gpus  DataParallel over every GPU present (SKIP with one GPU)
 #   example-ddp-nccl     rnn_dp --ddp --backend nccl under ember-run, one rank per GPU
 #   example-ddp-mpirun   rnn_dp --ddp under mpirun, one rank per GPU, backend left to its
-#                        default (must pick nccl); SKIP where no mpirun exists: the GPU machine
-#                        need not have OpenMPI and a bundle carries none
+#                        default (must pick nccl); SKIP where no mpirun exists (the GPU machine
+#                        need not have OpenMPI and a bundle carries none) and, in a bundle, for
+#                        an mpirun on the PATH (see EMBER_GPU_CHECK_MPIRUN below)
 #   example-ddp-tcp-cuda rnn_dp --ddp --backend tcp, two ranks under ember-run on the GPUs
 #                        (cuda:(local_rank % GPUs): both on cuda:0 with one GPU, which NCCL
 #                        refuses), CUDA tensors staged through the host
@@ -31,22 +32,53 @@
 # printed at the end. Without a GPU it says so, writes a summary of SKIP lines and exits 0
 # (EMBER_GPU_CHECK_FORCE=1 runs the steps anyway, e.g. to check the script itself: the GPU tests
 # then skip). Exit status: 1 when a step failed.
+# Where $OUT is set (a borrowed GPU machine whose $OUT folder comes back, at most 8 files, two
+# folders deep) and OUT_DIR is not inside it, the default OUT_DIR is under ${TMPDIR:-/tmp}, and
+# after every step $OUT gets three files: gpu-check-summary.md, gpu-check-failed.log (the last
+# lines of each failed step's log) and gpu-check-logs.tar.gz (every log, without checkpoints); so
+# what ran so far comes back even when the run is cut short. A bundle's binaries are unpacked
+# under ${TMPDIR:-/tmp} (about 260 MiB), never into OUT_DIR, and removed at exit.
 # Budget: ends within 10 minutes on a 16-core machine with one GPU: every step's limit is cut to
-# what is left of EMBER_GPU_CHECK_BUDGET_S (default 600) and a step that finds less than 5 s left
-# is a SKIP ("time budget spent").
+# what is left of EMBER_GPU_CHECK_BUDGET_S (default 540, so that with the 10 s each step may take
+# to be killed the whole run stays inside a 600 s limit) and a step that finds less than 5 s left
+# is a SKIP ("time budget spent"); one that its cut limit stops is a SKIP too ("cut short by the
+# time budget"), one that its own limit stops a FAIL. Each GPU test binary gets at most EMBER_GPU_CHECK_TEST_LIMIT s
+# (default 120), so one that hangs does not stop the others.
 # Overrides (tests/scripts/gpu_check_test.sh uses them): EMBER_GPU_CHECK_MPIRUN (the mpirun to
 # use; set and empty: none), EMBER_GPU_CHECK_SANITIZER (likewise for compute-sanitizer),
-# EMBER_GPU_CHECK_EXAMPLE_LIMIT (words per language, default 2000).
+# EMBER_GPU_CHECK_EXAMPLE_LIMIT (words per language, default 2000). In a bundle an mpirun found
+# on the PATH is not used (SKIP): the bundle carries Open MPI's libraries but not its plugins,
+# so MPI_Init would fail there; EMBER_GPU_CHECK_MPIRUN names one to use anyway.
+# Libraries in a bundle: NCCL and cuDNN from the pip packages of the machine's Python with a CUDA
+# torch (python3, else $EMBER_GPU_CHECK_PYTHON or /opt/torch/.venv/bin/python3), whose nvidia/
+# folders go on the loader's path; OUT_DIR/libraries.log says which file each library resolved
+# to and the packages' versions. The PyTorch side of the LSTM benchmark runs under the machine's
+# own library path, not the bundle's.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-out=${1:-$PWD/gpu-check-$(date -u +%Y%m%dT%H%M%SZ)}
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+if [ $# -ge 1 ]; then
+  out=$1
+elif [ -n "${OUT:-}" ]; then
+  out=${TMPDIR:-/tmp}/gpu-check-$stamp
+else
+  out=$PWD/gpu-check-$stamp
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 summary=$out/summary.md
+# $OUT (see the header): where copies of the summary and the logs go after every step.
+publish=""
+if [ -n "${OUT:-}" ] && mkdir -p "$OUT" 2>/dev/null; then
+  publish=$(cd "$OUT" && pwd)
+  [[ "$out/" == "$publish/"* ]] && publish=""  # OUT_DIR inside $OUT: the logs are there already
+fi
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/ember-gpu-check.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
 results=()
 failed=0
-budget=${EMBER_GPU_CHECK_BUDGET_S:-600}
+budget=${EMBER_GPU_CHECK_BUDGET_S:-540}
 t_start=$SECONDS
 all_steps=(build gpu-tests example-1gpu example-resume-cpu example-1gpu-amp-bf16 example-dp example-dp-all-gpus
   example-ddp-nccl example-ddp-mpirun example-ddp-tcp-cuda bench bench-allreduce bench-dp sanitizer)
@@ -55,6 +87,7 @@ record() {  # record STEP RESULT SECONDS NOTE
   results+=("| $1 | $2 | $3 | $4 |")
   [ "$2" = FAIL ] && failed=1
   echo "== $1: $2 ($3 s) $4"
+  publish_results
 }
 
 # run_step STEP TIMEOUT_S COMMAND...: runs with a time limit (cut to the budget left), logs to
@@ -67,6 +100,7 @@ run_step() {
     record "$step" SKIP 0 "time budget spent (EMBER_GPU_CHECK_BUDGET_S=$budget)"
     return
   fi
+  local own=$limit
   [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS rc
   echo "== $step ..."
@@ -75,6 +109,11 @@ run_step() {
   timeout --kill-after=10 "$limit" "$@" >>"$out/$step.log" 2>&1
   rc=$?
   local note="log: $step.log"
+  if { [ $rc = 124 ] || [ $rc = 137 ]; } && [ "$limit" -lt "$own" ]; then
+    # Stopped by what was left of the budget, not by its own limit: not a verdict on the step.
+    record "$step" SKIP $((SECONDS - t0)) "cut short by the time budget after ${limit} s (its own limit is ${own} s; EMBER_GPU_CHECK_BUDGET_S=$budget); log: $step.log"
+    return
+  fi
   { [ $rc = 124 ] || [ $rc = 137 ]; } && note="timed out after ${limit} s; log: $step.log"
   if [ $rc = 0 ]; then record "$step" PASS $((SECONDS - t0)) "$note"; else record "$step" FAIL $((SECONDS - t0)) "$note (exit $rc)"; fi
 }
@@ -87,7 +126,7 @@ expect_in_log() {
   record "$1" FAIL 0 "ran, but its log does not show $3; log: $1.log"
 }
 
-write_summary() {
+summary_file() {
   {
     echo "# ember gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo
@@ -101,12 +140,33 @@ write_summary() {
     for log in bench bench-allreduce bench-dp; do
       if [ -s "$out/$log.log" ] && grep -qE '^(# .*skipped|[a-z_0-9]+ [-0-9.eE+]+ )' "$out/$log.log"; then
         echo
-        echo "benchmark $(head -1 "$out/$log.log" | sed "s|$out/bundle-run/bin/||g; s|^env [A-Z_]*=[^ ]* ||; s| *$||") (name value unit):"
+        echo "benchmark $(head -1 "$out/$log.log" | sed "${bin:+s|$bin/||g; }s|^env [A-Z_]*=[^ ]* ||; s| *$||") (name value unit):"
         echo
         grep -E '^(# (torch|.*skipped)|[a-z_0-9]+ [-0-9.eE+]+ )' "$out/$log.log" | sed 's/^/    /'
       fi
     done
   } >"$summary"
+}
+
+# Copies of the summary, the failed steps' last lines and every log into $OUT (see the header).
+publish_results() {
+  [ -n "$publish" ] || return 0
+  summary_file
+  cp "$summary" "$publish/gpu-check-summary.md"
+  local row step
+  for row in "${results[@]}"; do
+    [[ "$row" == *"| FAIL |"* ]] || continue
+    step=$(echo "$row" | cut -d'|' -f2 | tr -d ' ')
+    echo "==== $step: $row"
+    [ -f "$out/$step.log" ] && tail -n 60 "$out/$step.log"
+  done >"$publish/gpu-check-failed.log"
+  tar -C "$out" -czf "$publish/gpu-check-logs.tar.gz" --exclude='*-checkpoints' --exclude='bundle-run' . 2>/dev/null ||
+    true
+}
+
+write_summary() {
+  summary_file
+  publish_results
   echo
   cat "$summary"
 }
@@ -114,8 +174,8 @@ write_summary() {
 # ---- where the binaries come from --------------------------------------------------------------
 if [ -f "$here/BUNDLE" ]; then
   mode="bundle ($here, $(head -1 "$here/BUNDLE"))"
-  run_dir=$out/bundle-run  # the payload unpacked: bin/, lib/, dict/, bench/
-  rm -rf "$run_dir" && mkdir -p "$run_dir"
+  run_dir=$scratch/bundle-run  # the payload unpacked: bin/, lib/, dict/, bench/ (~260 MiB, not in OUT_DIR)
+  mkdir -p "$run_dir"
   # payload.tar.xz (scripts/gpu_bundle.sh); Python's lzma where the machine has no xz.
   if command -v xz >/dev/null 2>&1; then
     tar -xJf "$here/payload.tar.xz" -C "$run_dir"
@@ -126,9 +186,40 @@ if [ -f "$here/BUNDLE" ]; then
   # NCCL and cuDNN do not travel (hundreds of MiB): the CUDA toolkit has neither, but a CUDA
   # build of PyTorch brings both as pip packages (nvidia/*/lib); the toolkit's own libraries
   # come first.
-  py_nvidia=$(python3 -c 'import glob, os, nvidia
+  # The first Python that has them: the folders of nvidia/ holding shared libraries (the CUDA 13
+  # packages put theirs in nvidia/cu13/lib, cuDNN in nvidia/cudnn/lib, NCCL in nvidia/nccl/lib).
+  py_nvidia=""
+  machine_python=""
+  for py in python3 ${EMBER_GPU_CHECK_PYTHON:-} /opt/torch/.venv/bin/python3; do
+    command -v "$py" >/dev/null 2>&1 || continue
+    py_nvidia=$("$py" -c 'import glob, os, nvidia
 print(":".join(sorted({os.path.dirname(p) for d in nvidia.__path__ for p in glob.glob(d + "/**/lib*.so*", recursive=True)})))' 2>/dev/null || true)
+    if [ -n "$py_nvidia" ]; then
+      machine_python=$(command -v "$py")
+      "$py" -c 'import importlib.metadata as m
+for d in sorted(m.distributions(), key=lambda d: d.metadata["Name"].lower()):
+    n = d.metadata["Name"]
+    if n.lower().startswith(("nvidia-", "torch")): print(n, d.version)' >"$out/python-packages.log" 2>&1 || true
+      break
+    fi
+  done
+  machine_ld_path=${LD_LIBRARY_PATH-}
+  machine_ld_set=${LD_LIBRARY_PATH+set}
   export LD_LIBRARY_PATH="$run_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:/usr/local/cuda/lib64${py_nvidia:+:$py_nvidia}"
+  # ember-bench-lstm's PyTorch peer inherits the environment: give it the machine's own library
+  # path back, or it would load the bundle's (Debian's) libstdc++, zlib and CUDA runtime.
+  peer=$scratch/python-peer
+  {
+    echo '#!/usr/bin/env bash'
+    if [ -n "$machine_ld_set" ]; then
+      echo "export LD_LIBRARY_PATH=$(printf '%q' "$machine_ld_path")"
+    else
+      echo 'unset LD_LIBRARY_PATH'
+    fi
+    echo "exec $(printf '%q' "${EMBER_BENCH_PYTHON:-${machine_python:-$(command -v python3 || echo /usr/bin/python3)}}") \"\$@\""
+  } >"$peer"
+  chmod +x "$peer"
+  export EMBER_BENCH_PYTHON=$peer
   gpu_tests=$(cat "$here/gpu_tests.txt")
   export EMBER_BENCH_LSTM_TORCH_SCRIPT=$run_dir/bench/bench_lstm_torch.py
 else
@@ -182,10 +273,15 @@ fi
 
 # ---- steps -------------------------------------------------------------------------------------
 gpu_tests_cmd() {
-  local rc=0
+  # Each binary under its own limit; timeout puts it in a process group of its own, which the
+  # step's timeout would not reach: when the step is stopped, stop the binary running then too.
+  local rc=0 pid=""
+  trap '[ -n "$pid" ] && kill -TERM -- "-$pid" 2>/dev/null; exit 143' TERM
   for t in $gpu_tests; do
     echo "-- $t"
-    "$bin/$t" --gtest_output="xml:$out/$t.xml" || rc=1
+    timeout --kill-after=5 "${EMBER_GPU_CHECK_TEST_LIMIT:-120}" "$bin/$t" --gtest_output="xml:$out/$t.xml" &
+    pid=$!
+    wait "$pid" || rc=1
   done
   return $rc
 }
@@ -193,6 +289,26 @@ gpu_tests_cmd() {
 for t in $gpu_tests $binaries; do
   [ -x "$bin/$t" ] && ldd "$bin/$t" 2>/dev/null | grep 'not found' | sed "s|^|$t: |"
 done | sort -u >"$out/missing-libs.log"
+# What the CUDA libraries resolve to; cuDNN's shim opens its sub-libraries (libcudnn_adv, ...)
+# only when first called, so ldd cannot see them: look for them on the loader's path here.
+for t in $gpu_tests $binaries; do
+  [ -x "$bin/$t" ] && ldd "$bin/$t" 2>/dev/null
+done | awk '/=>/ && $1 ~ /^lib(cudnn|nccl|cublas|cublasLt|cudart)\./ {print $1, "=>", $3}' | sort -u >"$out/libraries.log"
+if grep -q '^libcudnn\.so' "$out/libraries.log"; then
+  cudnn_dir=$(awk '$1 ~ /^libcudnn\.so/ && $3 != "not" {print $3; exit}' "$out/libraries.log")
+  cudnn_dir=${cudnn_dir%/*}
+  for sub in libcudnn_adv.so.9 libcudnn_ops.so.9 libcudnn_graph.so.9 libcudnn_engines_precompiled.so.9; do
+    found=""
+    IFS=: read -ra dirs <<<"${LD_LIBRARY_PATH:-}:$cudnn_dir"
+    for d in "${dirs[@]}"; do
+      [ -n "$d" ] && [ -e "$d/$sub" ] && { found=$d/$sub; break; }
+    done
+    [ -z "$found" ] && found=$(ldconfig -p 2>/dev/null | awk -v l="$sub" '$1 == l {print $NF; exit}')
+    echo "$sub => ${found:-not found}" >>"$out/libraries.log"
+    [ -n "$found" ] || echo "cuDNN: $sub not found (opened by libcudnn.so.9 at its first use)" >>"$out/missing-libs.log"
+  done
+fi
+[ -s "$out/python-packages.log" ] && sed 's/^/package /' "$out/python-packages.log" >>"$out/libraries.log"
 if [ -s "$out/missing-libs.log" ]; then
   record libraries FAIL 0 "missing shared libraries (install the CUDA 13 runtime: cuBLAS, cudart; NCCL and cuDNN, e.g. with a CUDA build of PyTorch): $(awk '{print $2}' "$out/missing-libs.log" | sort -u | paste -sd' ')"
 fi
@@ -204,7 +320,16 @@ example_args=(--epochs 1 --limit "${EMBER_GPU_CHECK_EXAMPLE_LIMIT:-2000}")
 [ -f "$here/BUNDLE" ] && example_args+=(--dict-dir "$run_dir/dict")
 files_of() { files=(--checkpoint-dir "$out/$1-checkpoints" --metrics "$out/$1-metrics.jsonl"); }
 all_gpus=$(seq -s, -f 'cuda:%g' 0 $((ranks - 1)))
-mpirun=${EMBER_GPU_CHECK_MPIRUN-$(command -v mpirun || true)}
+mpirun_note="no mpirun on this machine (a bundle carries no MPI launcher)"
+if [ -n "${EMBER_GPU_CHECK_MPIRUN+set}" ]; then
+  mpirun=$EMBER_GPU_CHECK_MPIRUN
+else
+  mpirun=$(command -v mpirun || true)
+  if [ -n "$mpirun" ] && [ -f "$here/BUNDLE" ]; then
+    mpirun_note="$mpirun not used: a bundle carries Open MPI's libraries but not its plugins, so MPI_Init would fail (EMBER_GPU_CHECK_MPIRUN=$mpirun to try it)"
+    mpirun=""
+  fi
+fi
 if [ -x "$bin/rnn_dp" ]; then
   files_of example-1gpu
   run_step example-1gpu 120 "$bin/rnn_dp" "${example_args[@]}" "${files[@]}" --devices cuda:0 --single-device
@@ -250,7 +375,7 @@ if [ -x "$bin/rnn_dp" ]; then
       --ddp --batch-size $((32 * ranks)) "${files[@]}"
     expect_in_log example-ddp-mpirun 'nccl backend' "the nccl backend (the default under mpirun with GPUs)"
   else
-    record example-ddp-mpirun SKIP 0 "no mpirun on this machine (a bundle carries no MPI launcher)"
+    record example-ddp-mpirun SKIP 0 "$mpirun_note"
   fi
 else
   record example-1gpu FAIL 0 "rnn_dp binary not found"

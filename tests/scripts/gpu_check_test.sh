@@ -4,7 +4,11 @@
 # fake bundle (stand-in binaries that log their arguments, a fake nvidia-smi, mpirun and
 # compute-sanitizer) with one GPU and with two: which steps run with which arguments, which skip
 # and why, a failing step making the exit status 1, a DDP run under mpirun that does not report
-# the nccl backend failing, the time budget, and the benchmarks' figures in summary.md.
+# the nccl backend failing, the time budget, and the benchmarks' figures in summary.md; on a
+# borrowed machine ($OUT set) the three files that come back and nothing big under $OUT; the
+# nvidia/ library folders of the machine's Python on the loader's path; the PyTorch peer under
+# the machine's own library path; a hanging test binary not stopping the next; an mpirun found
+# on the PATH not used from a bundle.
 set -uo pipefail
 src=$1
 work=$2
@@ -72,6 +76,13 @@ for b in ember-bench-lstm ember-bench-allreduce ember-bench-dp fake_gpu_test; do
   printf '#!/usr/bin/env bash\n%s\necho "%s_figure 1.5 GB/s"\n' "$preamble" "${b//-/_}" >"$fake/bin/$b"
 done
 echo 'echo "# torch_gpu_lstm skipped: python3 has no CUDA torch"' >>"$fake/bin/ember-bench-lstm"
+# The PyTorch peer's library path, as ember-bench-lstm's child sees it.
+cat >>"$fake/bin/ember-bench-lstm" <<'SH'
+"$EMBER_BENCH_PYTHON" -c 'import os; print("peer LD_LIBRARY_PATH=" + os.environ.get("LD_LIBRARY_PATH", "<unset>"))'
+SH
+echo 'echo "test LD_LIBRARY_PATH=$LD_LIBRARY_PATH"' >>"$fake/bin/fake_gpu_test"
+# A test binary that hangs when FAKE_HANG is set (listed before fake_gpu_test).
+printf '#!/usr/bin/env bash\n%s\n[ -n "${FAKE_HANG:-}" ] && { echo $$ >>"$FAKE_CALLS.pids"; exec sleep 30; }\necho hung_test done\n' "$preamble" >"$fake/bin/fake_hung_test"
 chmod +x "$fake/path"/* "$fake/bin"/*
 
 # The bundle, laid out as scripts/gpu_bundle.sh makes it.
@@ -82,7 +93,13 @@ echo "hello" >"$fake/payload/dict/words"
 touch "$fake/payload/bench/bench_lstm_torch.py"
 tar -C "$fake/payload" -cJf "$bundle/payload.tar.xz" bin lib dict bench
 echo "ember test-bundle, CUDA architectures 90" >"$bundle/BUNDLE"
-echo fake_gpu_test >"$bundle/gpu_tests.txt"
+printf 'fake_hung_test\nfake_gpu_test\n' >"$bundle/gpu_tests.txt"
+# The machine's Python packages: nvidia/ folders holding the CUDA libraries, as the CUDA 13 pip
+# packages lay them out (found through PYTHONPATH by the real python3 here).
+pyroot=$work/site-packages
+mkdir -p "$pyroot/nvidia/cu13/lib" "$pyroot/nvidia/cudnn/lib" "$pyroot/nvidia/nccl/lib" "$pyroot/nvidia/cudnn/include"
+touch "$pyroot/nvidia/cu13/lib/libcublas.so.13" "$pyroot/nvidia/cudnn/lib/libcudnn_adv.so.9" \
+  "$pyroot/nvidia/nccl/lib/libnccl.so.2" "$pyroot/nvidia/cudnn/include/cudnn.h"
 cp "$src/scripts/gpu_check.sh" "$bundle/gpu_check.sh"
 
 # run_check NAME [VAR=VALUE...]: runs the bundle's gpu_check.sh into $work/NAME; sets rc, sum, calls.
@@ -166,6 +183,53 @@ run_check budget FAKE_GPUS=1 EMBER_GPU_CHECK_BUDGET_S=3
 check "budget spent: exit status 0" [ "$rc" = 0 ]
 check "budget spent: steps skip, saying why" has "$sum" '\| gpu-tests \| SKIP \| 0 \| time budget spent'
 check "budget spent: nothing ran" hasnt "$calls" '^(rnn_dp|ember-run|ember-bench|fake_gpu_test)'
+run_check budget-cut FAKE_GPUS=1 FAKE_HANG=1 EMBER_GPU_CHECK_TEST_LIMIT=60 EMBER_GPU_CHECK_BUDGET_S=7
+check "budget cuts a step: exit status 0" [ "$rc" = 0 ]
+check "budget cuts a step: a SKIP saying so, not a FAIL" \
+  has "$sum" '\| gpu-tests \| SKIP \| [0-9]+ \| cut short by the time budget after [0-9]+ s \(its own limit is 240 s'
+check "budget cuts a step: the rest skip" result_is "$sum" example-1gpu SKIP
+check "budget cuts a step: the test binary running then is stopped too" \
+  bash -c "! kill -0 $(head -1 "$calls.pids") 2>/dev/null"
+
+# ---- on a borrowed machine: $OUT set, no OUT_DIR ------------------------------------------------
+devout=$work/devout
+mkdir -p "$devout" "$work/tmp"
+calls=$work/devout.calls
+: >"$calls"
+env PATH="$fake/path:$PATH" FAKE_CALLS="$calls" EMBER_GPU_CHECK_MPIRUN="" EMBER_GPU_CHECK_SANITIZER="" FAKE_GPUS=1 \
+  OUT="$devout" TMPDIR="$work/tmp" PYTHONPATH="$pyroot" LD_LIBRARY_PATH=/machine/lib FAKE_FAIL='^rnn_dp .*--amp' \
+  bash "$bundle/gpu_check.sh" >"$work/devout.out" 2>&1
+rc=$?
+check "\$OUT: exit status 1 (a step failed)" [ "$rc" = 1 ]
+check "\$OUT: exactly the three files come back" \
+  [ "$(cd "$devout" && find . -mindepth 1 | sort | paste -sd' ')" = "./gpu-check-failed.log ./gpu-check-logs.tar.gz ./gpu-check-summary.md" ]
+check "\$OUT: the summary has the steps" result_is "$devout/gpu-check-summary.md" example-1gpu PASS
+check "\$OUT: ... and the failed one" result_is "$devout/gpu-check-summary.md" example-1gpu-amp-bf16 FAIL
+check "\$OUT: the failed step named" has "$devout/gpu-check-failed.log" '^==== example-1gpu-amp-bf16: \| example-1gpu-amp-bf16 \| FAIL'
+check "\$OUT: ... with its log's last lines" has "$devout/gpu-check-failed.log" '^failing on purpose$'
+check "\$OUT: a passed step is not in the failures" hasnt "$devout/gpu-check-failed.log" '^==== example-1gpu:'
+check "\$OUT: every log in the archive" has <(tar -tzf "$devout/gpu-check-logs.tar.gz") '^\./gpu-tests\.log$'
+check "\$OUT: ... without checkpoints" hasnt <(tar -tzf "$devout/gpu-check-logs.tar.gz") 'checkpoints'
+check "\$OUT: the bundle is unpacked outside \$OUT" has "$calls" "^rnn_dp .*--dict-dir $work/tmp/[^ ]*/bundle-run/dict "
+check "\$OUT: ... and removed at exit" [ -z "$(find "$work/tmp" -name bundle-run)" ]
+check "\$OUT: the checkpoints are outside \$OUT" hasnt "$calls" "--checkpoint-dir $devout"
+tar -xzf "$devout/gpu-check-logs.tar.gz" -C "$work/tmp" ./gpu-tests.log ./bench.log ./libraries.log 2>/dev/null
+check "nvidia/ library folders on the loader's path" \
+  has "$work/tmp/gpu-tests.log" "^test LD_LIBRARY_PATH=.*/bundle-run/lib:/machine/lib:.*$pyroot/nvidia/cu13/lib:$pyroot/nvidia/cudnn/lib:$pyroot/nvidia/nccl/lib"
+check "the PyTorch peer runs under the machine's library path" has "$work/tmp/bench.log" '^peer LD_LIBRARY_PATH=/machine/lib$'
+
+# ---- a hanging test binary; an mpirun on the PATH of a bundle ---------------------------------
+run_check hang FAKE_GPUS=1 FAKE_HANG=1 EMBER_GPU_CHECK_TEST_LIMIT=1
+check "hanging test: gpu-tests fails" result_is "$sum" gpu-tests FAIL
+check "hanging test: the next test binary still ran" has "$calls" '^fake_gpu_test --gtest_output=xml:'
+check "hanging test: cut at its own limit, not the step's" [ "$(row "$sum" gpu-tests | cut -d'|' -f4 | tr -d ' ')" -lt 30 ]
+calls=$work/mpi-path.calls
+: >"$calls"
+env -u EMBER_GPU_CHECK_MPIRUN PATH="$fake/path:$PATH" FAKE_CALLS="$calls" EMBER_GPU_CHECK_SANITIZER="" FAKE_GPUS=1 \
+  bash "$bundle/gpu_check.sh" "$work/mpi-path" >"$work/mpi-path.out" 2>&1
+check "bundle, mpirun on the PATH: not used" hasnt "$calls" '^mpirun .*-np'
+check "bundle, mpirun on the PATH: a SKIP saying why" \
+  has "$work/mpi-path/summary.md" '\| example-ddp-mpirun \| SKIP \| 0 \| .*/mpirun not used: a bundle carries Open MPI'
 
 if [ "$fails" != 0 ]; then
   echo "gpu_check_test: $fails check(s) failed; outputs under $work"

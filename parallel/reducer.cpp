@@ -23,6 +23,22 @@
 // detected at the next forward (prepare_for_backward) and reported with the parameter names;
 // with it, DDP's forward marks unreachable parameters ready with zero gradient.
 
+// Note [Direct buckets]
+// Where the backend reduces a list of tensors as one in place (supports_all_reduce_coalesced:
+// the tcp backend reads and writes them straight from its shared-memory all_reduce) and no comm
+// hook, join or gradient_as_bucket_view is in play, a complete bucket is all_reduced (AVG) in
+// its parameters' .grad tensors themselves: no copy into the flat buffer when a gradient is
+// ready, no copy back (and no division) at the end of backward. On ember-bench-ddp's LSTM that
+// was two passes over 3.2 MB per step on the training thread, most of what DDP added to a
+// step. A bucket falls back to its flat buffer when one of its gradients is missing or marked
+// unused (find_unused_parameters), is not a contiguous tensor of its parameter's dtype, device
+// and size, or shares its memory with another parameter's gradient (one tensor set as two
+// .grad: reduced in place it would be averaged twice); the two forms are the same collective
+// (all_reduce_coalesced's contract), so ranks may choose differently for the same bucket. The
+// gradients are final once their hook ran (DDP rejects a second one per iteration), and the
+// all_reduce writes them in place as the copy back did, only earlier: a .grad read before
+// backward returned may already hold the average.
+
 // Note [Gradient as bucket view]
 // By default a parameter's gradient is copied into its bucket when it is ready and the
 // averaged bucket is copied back into .grad at the end of backward. With
@@ -62,6 +78,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   for (size_t k = 0; k < params_.size(); ++k) order[k] = params_.size() - 1 - k;
   build_buckets(order);
   ready_.assign(params_.size(), false);
+  zero_.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) {
     hook_ids_.push_back(params_[i].register_post_accumulate_grad_hook([this, i](const Tensor&) { on_grad_ready(i); }));
   }
@@ -147,6 +164,7 @@ void Reducer::rebuild_buckets_in_arrival_order() {
   }
   build_buckets(rebuilt);
   ready_.assign(params_.size(), false);
+  zero_.assign(params_.size(), false);
   record_arrival_ = false;
 }
 
@@ -203,9 +221,12 @@ void Reducer::prepare_for_backward(const std::vector<bool>* used) {
   for (auto& b : buckets_) {
     b.pending = b.params.size();
     b.launched = false;
+    b.direct = false;
+    b.grads.clear();
     b.result = {};
   }
   ready_.assign(params_.size(), false);
+  zero_.assign(params_.size(), false);
   next_bucket_ = 0;
   expect_backward_ = true;
   if (used) {
@@ -236,26 +257,67 @@ Tensor Reducer::bucket_view(size_t i) const {
 
 void Reducer::mark_ready_locked(size_t i, bool zero) {
   ready_[i] = true;
-  Bucket& b = buckets_[param_bucket_[i]];
-  Tensor slot = native::narrow(b.buffer, 0, b.offsets[param_pos_[i]], params_[i].numel());
-  Tensor g = params_[i].grad();
-  if (zero || !g.defined()) {
-    native::zero_(slot);
-  } else if (!(options_.gradient_as_bucket_view && g.raw_data() == slot.raw_data() && g.is_contiguous() &&
-               g.dtype() == slot.dtype() && g.numel() == slot.numel())) {
-    native::copy_(slot, native::reshape(g, {-1}));
-  }  // else: AccumulateGrad summed into the bucket view itself (Note [Gradient as bucket view])
-  --b.pending;
+  zero_[i] = zero;
+  --buckets_[param_bucket_[i]].pending;
+}
+
+void Reducer::fill_buffer_locked(Bucket& b) {
+  for (size_t i : b.params) {
+    Tensor slot = native::narrow(b.buffer, 0, b.offsets[param_pos_[i]], params_[i].numel());
+    Tensor g = params_[i].grad();
+    if (zero_[i] || !g.defined()) {
+      native::zero_(slot);
+    } else if (!(options_.gradient_as_bucket_view && g.raw_data() == slot.raw_data() && g.is_contiguous() &&
+                 g.dtype() == slot.dtype() && g.numel() == slot.numel())) {
+      native::copy_(slot, native::reshape(g, {-1}));
+    }  // else: AccumulateGrad summed into the bucket view itself (Note [Gradient as bucket view])
+  }
+}
+
+std::vector<Tensor> Reducer::direct_grads_locked(size_t index) const {
+  // See Note [Direct buckets].
+  if (hook_ || join_divisor_ || options_.gradient_as_bucket_view || !group_->supports_all_reduce_coalesced()) return {};
+  const Bucket& b = buckets_[index];
+  std::vector<Tensor> grads;
+  std::vector<const void*> storages;  // of those gradients
+  auto shared = [&](const Tensor& g) {
+    return g.numel() > 0 && std::find(storages.begin(), storages.end(), g.storage().data()) != storages.end();
+  };
+  for (size_t i : b.params) {
+    const Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (zero_[i] || !g.defined() || !g.is_contiguous() || g.dtype() != p.dtype() || g.device() != p.device() ||
+        g.numel() != p.numel() || shared(g)) {
+      return {};
+    }
+    if (g.numel() > 0) storages.push_back(g.storage().data());
+    grads.push_back(std::move(g));
+  }
+  // They are written in place while the other buckets may still read theirs: no other
+  // parameter's gradient may share their memory.
+  for (size_t j = 0; j < params_.size(); ++j) {
+    if (param_bucket_[j] == index) continue;
+    const Tensor g = params_[j].grad();
+    if (g.defined() && shared(g)) return {};
+  }
+  return grads;
 }
 
 void Reducer::launch_ready_buckets_locked() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
-    GradBucket gb{next_bucket_, b.buffer, b.params};
     b.launch_time = std::chrono::steady_clock::now();
-    b.result = hook_ ? hook_(*group_, gb)
-                     : CommHookResult{group_->all_reduce(b.buffer, join_divisor_ ? ReduceOp::SUM : ReduceOp::AVG),
-                                      nullptr};
+    b.grads = direct_grads_locked(next_bucket_);
+    b.direct = !b.grads.empty();
+    if (b.direct) {
+      b.result = CommHookResult{group_->all_reduce_coalesced(b.grads, ReduceOp::AVG), nullptr};
+    } else {
+      fill_buffer_locked(b);
+      GradBucket gb{next_bucket_, b.buffer, b.params};
+      b.result = hook_ ? hook_(*group_, gb)
+                       : CommHookResult{group_->all_reduce(b.buffer, join_divisor_ ? ReduceOp::SUM : ReduceOp::AVG),
+                                        nullptr};
+    }
     b.done_ns->store(0);
     b.result.work->add_callback([done = b.done_ns](Work&) {
       done->store(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -291,6 +353,7 @@ void Reducer::finalize_locked() {
   auto backward_end = std::chrono::steady_clock::now();
   double hidden = 0, total = 0;
   std::chrono::steady_clock::duration waited{};
+  size_t direct = 0;
   const double inv = 1.0 / static_cast<double>(join_divisor_ ? join_divisor_ : group_->size());
   for (size_t index = 0; index < buckets_.size(); ++index) {
     Bucket& b = buckets_[index];
@@ -314,13 +377,34 @@ void Reducer::finalize_locked() {
                         : std::chrono::steady_clock::now();
     total += std::chrono::duration<double>(done - b.launch_time).count();
     hidden += std::chrono::duration<double>(std::min(done, backward_end) - b.launch_time).count();
+    if (b.direct) {  // the average is in .grad already (Note [Direct buckets])
+      b.grads.clear();
+      ++direct;
+      continue;
+    }
     if (b.result.then) b.result.then();
     if (hook_ || join_divisor_) native::mul_(b.buffer, inv);  // hooks and join leave the sum; AVG divided
     for (size_t pos = 0; pos < b.params.size(); ++pos) {
       Tensor avg = bucket_view(b.params[pos]);
       Tensor& g = params_[b.params[pos]].mutable_grad();
       if (options_.gradient_as_bucket_view) {
-        if (!g.defined() || g.raw_data() != avg.raw_data()) g = avg;  // Note [Gradient as bucket view]
+        if (!g.defined() || g.raw_data() != avg.raw_data()) g = avg;  // Note [Direct buckets]
+// Where the backend reduces a list of tensors as one in place (supports_all_reduce_coalesced:
+// the tcp backend reads and writes them straight from its shared-memory all_reduce) and no comm
+// hook, join or gradient_as_bucket_view is in play, a complete bucket is all_reduced (AVG) in
+// its parameters' .grad tensors themselves: no copy into the flat buffer when a gradient is
+// ready, no copy back (and no division) at the end of backward. On ember-bench-ddp's LSTM that
+// was two passes over 3.2 MB per step on the training thread, most of what DDP added to a
+// step. A bucket falls back to its flat buffer when one of its gradients is missing or marked
+// unused (find_unused_parameters), is not a contiguous tensor of its parameter's dtype, device
+// and size, or shares its memory with another parameter's gradient (one tensor set as two
+// .grad: reduced in place it would be averaged twice); the two forms are the same collective
+// (all_reduce_coalesced's contract), so ranks may choose differently for the same bucket. The
+// gradients are final once their hook ran (DDP rejects a second one per iteration), and the
+// all_reduce writes them in place as the copy back did, only earlier: a .grad read before
+// backward returned may already hold the average.
+
+// Note [Gradient as bucket view]
       } else if (!g.defined()) {
         g = native::clone(avg);
       } else {
@@ -329,6 +413,7 @@ void Reducer::finalize_locked() {
     }
   }
   last_overlap_ = total > 0 ? hidden / total : 0.0;
+  last_direct_buckets_ = direct;
   last_wait_ms_ = std::chrono::duration<double, std::milli>(waited).count();
   expect_backward_ = false;
 }

@@ -1,10 +1,11 @@
 // Reducer: DistributedDataParallel's gradient synchronization. Parameters are grouped into
 // buckets in reverse registration order (the order backward produces their gradients); a
-// post-accumulate-grad hook on every parameter copies its gradient into its bucket and, once
-// a bucket is complete, launches that bucket's asynchronous all_reduce — in bucket order, the
-// same on every rank — so communication overlaps the rest of backward. When the last bucket
-// was launched the reducer waits for all of them, averages, and writes the results back into
-// each parameter's .grad. See Note [DDP buckets] in reducer.cpp.
+// post-accumulate-grad hook on every parameter marks it ready and, once a bucket is complete,
+// launches that bucket's asynchronous all_reduce — in bucket order, the same on every rank — so
+// communication overlaps the rest of backward: on the gradients themselves where the backend
+// can (Note [Direct buckets]), else through the bucket's flat buffer. When the last bucket was
+// launched the reducer waits for all of them, averages, and writes the results back into each
+// parameter's .grad. See Note [DDP buckets] in reducer.cpp.
 // Thread-safety: hooks run on autograd worker threads; all state is guarded by mu_.
 #pragma once
 #include <atomic>
@@ -97,6 +98,9 @@ class Reducer {
   /// Milliseconds the end of the last finished backward spent waiting for its buckets'
   /// all_reduce (the part of communication not hidden, plus waiting for slower ranks).
   double last_wait_ms() const { return last_wait_ms_; }
+  /// How many buckets of the last finished backward were all_reduced in the .grad tensors
+  /// themselves rather than through their flat buffers (Note [Direct buckets] in reducer.cpp).
+  size_t last_direct_buckets() const { return last_direct_buckets_; }
   int rank() const { return group_->rank(); }
 
  private:
@@ -106,6 +110,8 @@ class Reducer {
     Tensor buffer;
     size_t pending = 0;
     bool launched = false;
+    bool direct = false;        // reduced in the .grad tensors themselves (Note [Direct buckets])
+    std::vector<Tensor> grads;  // those tensors while it runs
     CommHookResult result;
     std::chrono::steady_clock::time_point launch_time;
     // Set by the Work's completion callback (on the group's worker thread).
@@ -113,6 +119,10 @@ class Reducer {
   };
   void on_grad_ready(size_t param_index);
   void mark_ready_locked(size_t param_index, bool zero);
+  /// The bucket's .grad tensors when it can be reduced in them (Note [Direct buckets]), else {}.
+  std::vector<Tensor> direct_grads_locked(size_t bucket_index) const;
+  /// Copies the bucket's gradients (zeros for those marked or without one) into its buffer.
+  void fill_buffer_locked(Bucket& bucket);
   void launch_ready_buckets_locked();
   void finalize_locked();
   /// Buckets over `order` (parameter indices), split by the caps (Note [DDP buckets]).
@@ -134,6 +144,7 @@ class Reducer {
   mutable std::mutex mu_;
   std::vector<Bucket> buckets_;       // guarded by mu_
   std::vector<bool> ready_;           // guarded by mu_
+  std::vector<bool> zero_;            // guarded by mu_: marked ready with a zero gradient
   size_t next_bucket_ = 0;            // guarded by mu_
   bool expect_backward_ = false;      // guarded by mu_
   bool sync_ = true;
@@ -143,6 +154,7 @@ class Reducer {
   std::vector<size_t> arrival_order_;  // guarded by mu_
   double last_overlap_ = 0.0;
   double last_wait_ms_ = 0.0;
+  size_t last_direct_buckets_ = 0;
 };
 
 }  // namespace ember::parallel

@@ -200,6 +200,32 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op
   return all_reduce(std::vector<Tensor>{tensor}, op);
 }
 
+std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(std::vector<Tensor> tensors, ReduceOp op) {
+  EMBER_CHECK_T(ValueError, supports_all_reduce_coalesced(), who(),
+                ": all_reduce_coalesced: not supported by this backend (use all_reduce on one flat tensor)");
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": all_reduce_coalesced: expected at least one tensor");
+  for (const auto& t : tensors) check_tensor("all_reduce_coalesced", t, "tensor");
+  check_same_dtype(who(), "all_reduce_coalesced", tensors, tensors.front().dtype());
+  for (size_t i = 1; i < tensors.size(); ++i)
+    EMBER_CHECK_T(ValueError, tensors[i].device() == tensors.front().device(), who(),
+                  ": all_reduce_coalesced: tensor ", i, " is on ", tensors[i].device(), " but tensor 0 on ",
+                  tensors.front().device());
+  for (auto& t : tensors) t.bump_version();
+  std::lock_guard<std::mutex> lock(call_mutex_);
+  OpInfo info = make_info(OpType::ALL_REDUCE, tensors);
+  // The fingerprint of the one flat tensor it is equivalent to (see the header).
+  auto fp = CollectiveFingerprint::make(info.type, info.seq, tensors, -1, static_cast<int>(op));
+  fp.num_tensors = 1;
+  fp.ndim = 1;
+  fp.dims = {fp.numel};
+  return run_collective(fp, tensors, [&] { return all_reduce_coalesced_impl(info, tensors, op); });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced_impl(const OpInfo& info, std::vector<Tensor>, ReduceOp) {
+  EMBER_THROW(ValueError, info.description, ": all_reduce_coalesced is not supported by the ", backend_name(),
+              " backend");
+}
+
 std::shared_ptr<Work> ProcessGroup::broadcast(std::vector<Tensor> tensors, int root) {
   EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": broadcast: expected at least one tensor");
   check_rank_arg("broadcast", root, "root", true);

@@ -68,6 +68,15 @@ class ProcessGroup {
   /// Reduces every tensor (independently) across ranks, writing the result into it.
   std::shared_ptr<Work> all_reduce(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::SUM);
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+  /// Reduces the tensors as one (PyTorch's allreduce_coalesced): the same collective as an
+  /// all_reduce of one flat tensor holding their elements in order, so ranks may mix the two
+  /// forms, with the results written back into each tensor; one collective however many
+  /// tensors. They must share dtype and device. Throws ValueError where the backend has no
+  /// such collective (supports_all_reduce_coalesced() is false).
+  std::shared_ptr<Work> all_reduce_coalesced(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::SUM);
+  /// Whether all_reduce_coalesced works on this backend (tcp: yes, reading and writing the
+  /// tensors in place, see Note [Shared-memory all_reduce]).
+  virtual bool supports_all_reduce_coalesced() const { return false; }
   /// Copies root's tensors into every other rank's (same shapes on every rank).
   std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root = 0);
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root = 0);
@@ -110,6 +119,9 @@ class ProcessGroup {
  protected:
   virtual std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors,
                                                 ReduceOp op) = 0;
+  /// Backends with supports_all_reduce_coalesced() override this; the default throws.
+  virtual std::shared_ptr<Work> all_reduce_coalesced_impl(const OpInfo& info, std::vector<Tensor> tensors,
+                                                          ReduceOp op);
   virtual std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors,
                                                int root) = 0;
   virtual std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors,

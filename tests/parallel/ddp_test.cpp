@@ -146,12 +146,72 @@ TEST_P(DdpWorld, SameParametersAsOneProcessOnTheConcatenatedBatch) {
       Tensor y = native::to(native::narrow(global_y(s, per_rank * world), 0, r * per_rank, per_rank), dev);
       Tensor loss = nn::functional::mse_loss(ddp(x), y);
       loss.backward();
+      // The tcp backend reduces each bucket in the .grad tensors themselves (Note [Direct
+      // buckets]); gradient_as_bucket_view's .grad are the buckets.
+      EXPECT_EQ(ddp.reducer().last_direct_buckets(),
+                as_view ? 0u : ddp.reducer().bucket_parameter_indices().size());
       opt.step();
     }
     got[r] = params_of(*net);
   });
   for (int r = 0; r < world; ++r) expect_close(got[r], expected, 1e-5);
 }
+
+// Regression test for the in-place reduction of Note [Direct buckets]: two parameters whose
+// .grad is one tensor (both gradients accumulated into it) must get the average once, not the
+// average of the average, whether they share a bucket or not (bucket_cap_mb). The buckets
+// holding them go through their flat buffers, and only those.
+class DdpSharedGrad : public ::testing::TestWithParam<double> {};
+
+TEST_P(DdpSharedGrad, GradientsSharingOneTensorAreAveragedOnce) {
+  const int world = 2;
+  const int64_t per_rank = 4;
+  // Expected: the mean over ranks of (fc2's + extra's weight gradient) of that rank's batch.
+  auto ref = make_net(Device::cpu(), 7);
+  std::vector<float> expected(3 * 16, 0.0f);
+  for (int r = 0; r < world; ++r) {
+    ref->zero_grad(/*set_to_none=*/true);
+    Tensor x = native::narrow(global_x(0, per_rank * world), 0, r * per_rank, per_rank);
+    Tensor y = native::narrow(global_y(0, per_rank * world), 0, r * per_rank, per_rank);
+    nn::functional::mse_loss(ref->forward(x), y).backward();
+    std::vector<float> a = ref->fc2->weight.grad().to_vector<float>();
+    std::vector<float> b = ref->extra->weight.grad().to_vector<float>();
+    for (size_t k = 0; k < expected.size(); ++k) expected[k] += (a[k] + b[k]) / world;
+  }
+  std::vector<std::vector<float>> got(world);
+  std::vector<size_t> direct(world), buckets(world);
+  run_ranks(world, [&](int r, std::shared_ptr<parallel::ProcessGroup> pg) {
+    Device dev = Device::cpu(r);
+    auto net = make_net(dev, 7);
+    DistributedDataParallelOptions o;
+    o.timeout_ms = 20000;
+    o.bucket_cap_mb = GetParam();
+    DistributedDataParallel<Net> ddp(net, pg, o);
+    Tensor shared = zeros({3, 16}, TensorOptions().device(dev));
+    net->fc2->weight.set_grad(shared);
+    net->extra->weight.set_grad(shared);
+    Tensor x = native::to(native::narrow(global_x(0, per_rank * world), 0, r * per_rank, per_rank), dev);
+    Tensor y = native::to(native::narrow(global_y(0, per_rank * world), 0, r * per_rank, per_rank), dev);
+    nn::functional::mse_loss(ddp(x), y).backward();
+    EXPECT_EQ(net->fc2->weight.grad().raw_data(), shared.raw_data());
+    got[r] = shared.to_vector<float>();
+    direct[r] = ddp.reducer().last_direct_buckets();
+    // Parameter indices: fc1.weight, fc1.bias, fc2.weight (2), fc2.bias, extra.weight (4), ...
+    buckets[r] = 0;
+    for (const auto& bucket : ddp.reducer().bucket_parameter_indices()) {
+      const bool holds = std::find(bucket.begin(), bucket.end(), 2u) != bucket.end() ||
+                         std::find(bucket.begin(), bucket.end(), 4u) != bucket.end();
+      if (!holds) ++buckets[r];
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(direct[r], buckets[r]) << "every bucket but those holding the shared gradient is reduced in place";
+    ASSERT_EQ(got[r].size(), expected.size());
+    for (size_t k = 0; k < expected.size(); ++k) EXPECT_NEAR(got[r][k], expected[k], 1e-5) << "rank " << r << " element " << k;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BucketCaps, DdpSharedGrad, ::testing::Values(25.0, 0.0002));
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DdpWorld,
                          ::testing::Combine(::testing::Values(2, 3), ::testing::Bool(), ::testing::Bool()));

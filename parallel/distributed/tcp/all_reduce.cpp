@@ -34,7 +34,10 @@
 // Note [Shared-memory all_reduce]
 // When all ranks share this host (SharedMemory::create, at group construction), every
 // all_reduce runs through the ranks' shared-memory segments instead (tcp/detail/shm.h), in
-// rounds of at most shm_bytes of the tensor. In round k, rank r owns chunk r of the block
+// rounds of at most shm_bytes of the tensor. "The tensor" may be several: all_reduce_coalesced
+// hands the list as one flat range (FlatView), read and written in place piece by piece, so
+// DDP's buckets need no flat copy of their gradients (Note [Direct buckets] in
+// parallel/reducer.cpp). In round k, rank r owns chunk r of the block
 // (part_begin). It (1) waits until every peer finished reading its data area in round k-1
 // (their `done` reached k-1), (2) copies every chunk but its own into its data area at the
 // chunk's offset, writes the op header and publishes `posted` = k, (3) waits for every peer's
@@ -58,6 +61,7 @@
 #include <cstring>
 #include <deque>
 
+#include "core/ops/native.h"
 #include "parallel/distributed/detail/reduce_kernels.h"
 #include "parallel/distributed/tcp/collectives.h"
 #include "parallel/distributed/tcp/detail/cma.h"
@@ -66,6 +70,40 @@
 namespace ember::parallel::tcp {
 
 namespace {
+
+// The elements one all_reduce works on, as one flat range: a tensor, or the tensors of an
+// all_reduce_coalesced in order (Note [Shared-memory all_reduce] reads and writes them in place).
+class FlatView {
+ public:
+  explicit FlatView(const std::vector<Tensor>& tensors) {
+    esz_ = static_cast<int64_t>(tensors.front().element_size());
+    for (const Tensor& t : tensors) {
+      starts_.push_back(numel_);
+      data_.push_back(static_cast<uint8_t*>(t.raw_data()));
+      numel_ += t.numel();
+    }
+  }
+  int64_t numel() const { return numel_; }
+  /// fn(pointer, offset from begin, elements) over the contiguous pieces of [begin, begin + len).
+  template <class F>
+  void for_each(int64_t begin, int64_t len, F&& fn) const {
+    if (len <= 0) return;
+    // The last tensor starting at or before `begin` (empty tensors share their successor's start).
+    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) - starts_.begin()) - 1;
+    const int64_t end = begin + len;
+    for (int64_t pos = begin; pos < end; ++i) {
+      const int64_t stop = std::min(end, i + 1 < starts_.size() ? starts_[i + 1] : numel_);
+      if (stop > pos) fn(data_[i] + (pos - starts_[i]) * esz_, pos - begin, stop - pos);
+      pos = std::max(pos, stop);
+    }
+  }
+
+ private:
+  std::vector<int64_t> starts_;
+  std::vector<uint8_t*> data_;
+  int64_t numel_ = 0;
+  int64_t esz_ = 1;
+};
 
 void all_reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t part, ReduceOp op) {
   const int n = ctx.size;
@@ -262,21 +300,23 @@ void all_reduce_cma(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
   while (acked < steps - 1) read_record(to_next, next);
 }
 
-// See Note [Shared-memory all_reduce].
-void all_reduce_shm(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t part, ReduceOp op) {
+// See Note [Shared-memory all_reduce]. `tensors` (one dtype) are reduced as one flat tensor.
+void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<Tensor>& tensors, uint32_t part,
+                    ReduceOp op) {
   if (ctx.state->broken())
     EMBER_THROW(DistributedError, info.description, " not run: the process group is broken: ", ctx.state->reason());
   detail::SharedMemory& shm = *ctx.shm;
   const int n = ctx.size;
   const int r = ctx.rank;
-  const int64_t numel = t.numel();
-  const int64_t esz = static_cast<int64_t>(t.element_size());
-  const DType dtype = t.dtype();
-  uint8_t* base = static_cast<uint8_t*>(t.raw_data());
+  const FlatView flat(tensors);
+  const int64_t numel = flat.numel();
+  const int64_t esz = static_cast<int64_t>(tensors.front().element_size());
+  const DType dtype = tensors.front().dtype();
   const int64_t block_elems = std::max<int64_t>(1, static_cast<int64_t>(shm.data_bytes()) / esz);  // fits
   const int64_t piece_elems = std::max<int64_t>(1, (64 << 10) / esz);
   const auto deadline = ctx.deadline();
-  detail::OpHeader header = detail::OpHeader::make(info.type, info.seq, part, dtype, t.nbytes(), -1, op);
+  detail::OpHeader header =
+      detail::OpHeader::make(info.type, info.seq, part, dtype, static_cast<uint64_t>(numel * esz), -1, op);
   header.reserved = 2;  // this path's
   detail::ShmControl& mine = shm.control(r);
   uint8_t* my_data = shm.data(r);
@@ -305,7 +345,11 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
     for (int c = 0; c < n; ++c) {
       int64_t cb, clen;
       chunk(c, &cb, &clen);
-      if (c != r && clen > 0) std::memcpy(my_data + cb * esz, base + (b0 + cb) * esz, static_cast<size_t>(clen * esz));
+      if (c == r) continue;
+      uint8_t* out = my_data + cb * esz;
+      flat.for_each(b0 + cb, clen, [&](uint8_t* src, int64_t off, int64_t len) {
+        std::memcpy(out + off * esz, src, static_cast<size_t>(len * esz));
+      });
     }
     mine.header = header;
     detail::SharedMemory::publish(mine.posted, k);
@@ -318,22 +362,28 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
     }
     int64_t rb, rlen;
     chunk(r, &rb, &rlen);
-    for (int64_t off = rb; off < rb + rlen; off += piece_elems) {
-      const int64_t len = std::min(piece_elems, rb + rlen - off);
-      uint8_t* dst = base + (b0 + off) * esz;
-      for (int p = 0; p < n; ++p) {
-        if (p != r) parallel::detail::reduce_into(dtype, op, dst, dst, shm.data(p) + off * esz, len);
+    flat.for_each(b0 + rb, rlen, [&](uint8_t* dst_all, int64_t off_all, int64_t len_all) {
+      for (int64_t done = 0; done < len_all; done += piece_elems) {
+        const int64_t len = std::min(piece_elems, len_all - done);
+        const int64_t off = rb + off_all + done;  // in the block, as in the data areas
+        uint8_t* dst = dst_all + done * esz;
+        for (int p = 0; p < n; ++p) {
+          if (p != r) parallel::detail::reduce_into(dtype, op, dst, dst, shm.data(p) + off * esz, len);
+        }
+        if (op == ReduceOp::AVG) parallel::detail::divide_by(dtype, dst, len, n);
+        std::memcpy(my_data + off * esz, dst, static_cast<size_t>(len * esz));
       }
-      if (op == ReduceOp::AVG) parallel::detail::divide_by(dtype, dst, len, n);
-      std::memcpy(my_data + off * esz, dst, static_cast<size_t>(len * esz));
-    }
+    });
     detail::SharedMemory::publish(mine.reduced, k);
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
       wait(p, shm.control(p).reduced, k);
       int64_t pb, plen;
       chunk(p, &pb, &plen);
-      if (plen > 0) std::memcpy(base + (b0 + pb) * esz, shm.data(p) + pb * esz, static_cast<size_t>(plen * esz));
+      const uint8_t* in = shm.data(p) + pb * esz;
+      flat.for_each(b0 + pb, plen, [&](uint8_t* dst, int64_t off, int64_t len) {
+        std::memcpy(dst, in + off * esz, static_cast<size_t>(len * esz));
+      });
     }
     detail::SharedMemory::publish(mine.done, k);
     b0 += blen;
@@ -346,12 +396,32 @@ void all_reduce(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& t
   if (ctx.size == 1) return;  // the sum (avg, max, ...) of one value is that value
   for (size_t p = 0; p < tensors.size(); ++p) {
     if (ctx.shm != nullptr) {
-      all_reduce_shm(ctx, info, tensors[p], static_cast<uint32_t>(p), op);
+      all_reduce_shm(ctx, info, {tensors[p]}, static_cast<uint32_t>(p), op);
     } else if (!ctx.cma_pids.empty() && tensors[p].nbytes() >= ctx.cma_min_bytes) {
       all_reduce_cma(ctx, info, tensors[p], static_cast<uint32_t>(p), op);
     } else {
       all_reduce_one(ctx, info, tensors[p], static_cast<uint32_t>(p), op);
     }
+  }
+}
+
+void all_reduce_coalesced(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& tensors, ReduceOp op) {
+  if (ctx.size == 1) return;
+  if (ctx.shm != nullptr) return all_reduce_shm(ctx, info, tensors, 0, op);  // in place, no flat copy
+  // The other paths move one tensor: through a flat copy, reduced as part 0 (what all_reduce
+  // of that flat tensor would run, so the ranks may mix the two forms).
+  std::vector<Tensor> pieces;
+  for (const Tensor& t : tensors) pieces.push_back(native::reshape(t, {-1}));
+  std::vector<Tensor> flat{native::cat(pieces, 0)};
+  if (!ctx.cma_pids.empty() && flat[0].nbytes() >= ctx.cma_min_bytes) {
+    all_reduce_cma(ctx, info, flat[0], 0, op);
+  } else {
+    all_reduce_one(ctx, info, flat[0], 0, op);
+  }
+  int64_t off = 0;
+  for (Tensor& t : tensors) {
+    native::copy_(t, native::view(native::narrow(flat[0], 0, off, t.numel()), t.sizes()));
+    off += t.numel();
   }
 }
 

@@ -12,6 +12,8 @@
 namespace ember::parallel::tcp {
 
 void all_reduce(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& tensors, ReduceOp op);
+/// The tensors (one dtype) reduced as one flat tensor (ProcessGroup::all_reduce_coalesced).
+void all_reduce_coalesced(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& tensors, ReduceOp op);
 void broadcast(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& tensors, int root);
 void reduce(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& tensors, int root, ReduceOp op);
 void all_gather(detail::Context& ctx, const OpInfo& info, std::vector<Tensor>& outputs, const Tensor& input);

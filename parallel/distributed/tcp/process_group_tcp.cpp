@@ -171,6 +171,16 @@ std::shared_ptr<Work> ProcessGroupTCP::all_reduce_impl(const OpInfo& info, std::
   });
 }
 
+std::shared_ptr<Work> ProcessGroupTCP::all_reduce_coalesced_impl(const OpInfo& info, std::vector<Tensor> tensors,
+                                                                ReduceOp op) {
+  detail::wait_for_producers(tensors);
+  return enqueue(info, [this, info, tensors, op]() {
+    std::vector<Tensor> host = detail::host_copies(tensors);
+    tcp::all_reduce_coalesced(*ctx_, info, host, op);
+    detail::copy_back(tensors, host);
+  });
+}
+
 std::shared_ptr<Work> ProcessGroupTCP::broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) {
   detail::wait_for_producers(tensors);
   return enqueue(info, [this, info, tensors, root]() {

@@ -82,12 +82,17 @@ class ProcessGroupTCP final : public ProcessGroup {
   const std::string& address() const;
   /// Why it broke (the first failure's message); empty while it is not.
   std::string broken_reason() const override;
+  /// all_reduce_coalesced runs on every path; through shared memory it reads and writes the
+  /// tensors in place (no flat copy), elsewhere it goes through one flat buffer.
+  bool supports_all_reduce_coalesced() const override { return true; }
   /// Breaks the group now: running and queued operations fail with `reason`, and the peers'
   /// pending operations fail as their connections to this rank close.
   void abort(const std::string& reason = "abort() was called");
 
  protected:
   std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override;
+  std::shared_ptr<Work> all_reduce_coalesced_impl(const OpInfo& info, std::vector<Tensor> tensors,
+                                                  ReduceOp op) override;
   std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;
   std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
                                     ReduceOp op) override;

@@ -90,6 +90,8 @@ double cudnn_lstm_reference_ms(int device_index, int64_t input_size, int64_t hid
     for (auto [p, n] : {std::pair{x, xbytes}, {dy, ybytes}, {w, wbytes}}) {
       check(cudaMemset(p, 0, n), "cudaMemset");
     }
+    // cudaMemset runs on the legacy default stream, which does not order `stream` (non-blocking).
+    check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     auto step = [&] {
       check(cudnnRNNForward(h, rnn, CUDNN_FWD_MODE_TRAINING, lens, xd, x, yd, y, hd, nullptr, hy, hd, nullptr, cy,
                             wbytes, w, wsbytes, ws, rsbytes, rs),

@@ -234,7 +234,8 @@ binaries="rnn_dp ember-run ember-bench-lstm ember-bench-allreduce ember-bench-dp
 ngpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$out/nvidia-smi.log" 2>&1; then
   ngpu=$(grep -c '^GPU ' "$out/nvidia-smi.log")
-  gpu_desc=$(sed -n 's/^GPU [0-9]*: \([^(]*\).*/\1/p' "$out/nvidia-smi.log" | sed 's/ *$//' | sort | uniq -c | sed 's/^ *//' | paste -sd, -)
+  gpu_desc=$(sed -n 's/^GPU [0-9]*: \([^(]*\).*/\1/p' "$out/nvidia-smi.log" | sed 's/ *$//' | sort | uniq -c | sed 's/^ *//' | paste -sd, -)  # Driver and memory, for the record (gpu-info.log; nvidia-smi.log is what the GPUs are counted from).
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv >"$out/gpu-info.log" 2>&1 || true
 fi
 if [ "$ngpu" = 0 ]; then
   echo "gpu_check: no GPU found (nvidia-smi is missing or lists no GPU; see $out/nvidia-smi.log)"
@@ -246,6 +247,7 @@ if [ "$ngpu" = 0 ]; then
   echo "gpu_check: EMBER_GPU_CHECK_FORCE=1: running the steps anyway (GPU tests skip)"
 fi
 ranks=$((ngpu > 0 ? ngpu : 1))
+echo "gpu_check: $ngpu GPU(s); logs in $out${publish:+, copies of the summary and logs in $publish}"
 
 # ---- build (source tree only) ------------------------------------------------------------------
 if [ -z "$bin" ]; then

@@ -776,8 +776,8 @@ void after_fork() {
 }
 
 DeviceCachingAllocator* allocator_for(Device device) {
-  EMBER_CHECK(device.index >= 0 && device.index < kMaxDevicesPerType, "allocator: device index ",
-              device.index, " of ", device_name(device), " is out of range [0, ", kMaxDevicesPerType, ")");
+  if (device.index < 0 || device.index >= kMaxDevicesPerType) [[unlikely]]
+    check_device_exists(device, "allocator");  // throws DeviceError
   const int slot = device.flat_index();
   if (DeviceCachingAllocator* a = g_allocators[slot].load(std::memory_order_acquire)) [[likely]]
     return a;
@@ -790,11 +790,9 @@ DeviceCachingAllocator* allocator_for(Device device) {
     backend = g_backends[static_cast<int>(device.type)];
   }
   if (device.is_cuda()) {
-    EMBER_CHECK(backend.registered, "cannot use ", device_name(device),
-                ": ember was built without CUDA (or the CUDA backend is not initialized)");
-    const int count = cuda_device_count();
-    EMBER_CHECK(device.index < count, "cannot use ", device_name(device), ": only ", count,
-                " CUDA device(s) are visible");
+    check_device_exists(device, "allocator");
+    EMBER_CHECK_T(DeviceError, backend.registered, "allocator: cannot use ", device_name(device),
+                  ": the CUDA backend is not initialized");
   }
   const int64_t limit = limit_from_env(device);  // throws ValueError on bad syntax
   static const bool atfork_registered = [] {

@@ -57,8 +57,9 @@ class Allocator {
   virtual DataPtr allocate(size_t num_bytes) = 0;
 };
 
-/// The caching allocator of `device`. CPU devices always exist; CUDA throws Error when
-/// ember is built without CUDA or the index is out of range.
+/// The caching allocator of `device`. Throws DeviceError for a device that does not exist
+/// (check_device_exists in core/device.h): an index outside [0, kMaxDevicesPerType), or a CUDA
+/// device past cuda_device_count() (every one when ember is built without CUDA).
 Allocator* get_allocator(Device device);
 
 struct MemoryStats {

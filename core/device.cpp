@@ -45,4 +45,23 @@ void register_cuda_backend() {}
 #endif
 bool cuda_is_available() { return cuda_device_count() > 0; }
 
+void check_device_exists(Device device, std::string_view op) {
+  if (device.is_cpu()) {
+    EMBER_CHECK_T(DeviceError, device.index >= 0 && device.index < kMaxDevicesPerType, op, ": ", device,
+                  " does not exist (logical CPU devices are cpu:0 to cpu:", kMaxDevicesPerType - 1, ")");
+    return;
+  }
+  const int count = cuda_device_count();
+  if (device.index >= 0 && device.index < count) [[likely]]
+    return;
+  if (!EMBER_HAVE_CUDA)
+    EMBER_THROW(DeviceError, op, ": ", device, " is not available: ember was built without CUDA, so no CUDA "
+                "device exists (configure with -DEMBER_CUDA=ON)");
+  if (count == 0)
+    EMBER_THROW(DeviceError, op, ": ", device, " is not available: 0 CUDA device(s) are visible (no GPU or "
+                "driver, or CUDA_VISIBLE_DEVICES hides them)");
+  EMBER_THROW(DeviceError, op, ": ", device, " does not exist: ", count, " CUDA device(s) are visible (cuda:0",
+              count > 1 ? " to cuda:" + std::to_string(count - 1) : std::string(), ")");
+}
+
 }  // namespace ember

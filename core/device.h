@@ -46,6 +46,12 @@ std::ostream& operator<<(std::ostream& os, const Device& d);
 int cuda_device_count();
 bool cuda_is_available();
 
+/// Throws DeviceError unless `device` exists: a CPU device with an index in [0, kMaxDevicesPerType)
+/// (logical devices of this host), a CUDA device with an index below cuda_device_count(). The
+/// message starts with `op`, names the device asked for and what exists (no CUDA device, ember
+/// built without CUDA, or the visible range cuda:0..cuda:n-1).
+void check_device_exists(Device device, std::string_view op);
+
 }  // namespace ember
 
 template <>

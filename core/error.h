@@ -60,8 +60,22 @@ class NotImplementedError : public Error { using Error::Error; };
 class OutOfMemoryError : public Error { using Error::Error; };
 class DistributedError : public Error { using Error::Error; };
 class TimeoutError : public Error { using Error::Error; };
-/// A device the operation needs is not there (no CUDA device visible, ember built without CUDA).
+/// A device the operation needs is not there (no CUDA device visible, ember built without CUDA,
+/// an index past the devices that exist). See check_device_exists (core/device.h).
 class DeviceError : public Error { using Error::Error; };
+
+/// Every subclass above with its ErrorCode name (core/error_code.h), so carrying an error across a
+/// thread or process keeps its type. A new ember error type derives from Error directly and
+/// joins this list; error_code_test checks each one's round trip.
+#define EMBER_FORALL_ERROR_SUBCLASSES(_) \
+  _(ValueError, kValue)                  \
+  _(TypeError, kType)                    \
+  _(IndexError, kIndex)                  \
+  _(NotImplementedError, kNotImplemented) \
+  _(OutOfMemoryError, kOutOfMemory)      \
+  _(DistributedError, kDistributed)      \
+  _(TimeoutError, kTimeout)              \
+  _(DeviceError, kDevice)
 
 namespace detail {
 inline void stream_arg(std::ostringstream& os, const std::vector<int64_t>& v) {

@@ -18,26 +18,19 @@ namespace ember {
 /// are stable, not the numbers.
 enum class ErrorCode : uint8_t {
   kError = 0,  // ember::Error itself
-  kValue,
-  kType,
-  kIndex,
-  kNotImplemented,
-  kOutOfMemory,
-  kDistributed,
-  kTimeout,
+#define EMBER_ERROR_CODE_ENUMERATOR(Type, Name) Name,
+  EMBER_FORALL_ERROR_SUBCLASSES(EMBER_ERROR_CODE_ENUMERATOR)  // kValue, kType, ... (core/error.h)
+#undef EMBER_ERROR_CODE_ENUMERATOR
   kStd,      // a std::exception that is not an ember::Error
   kUnknown,  // not even a std::exception
 };
 
 /// The code of e's type (every ember type derives from Error directly).
 inline ErrorCode error_code_of(const std::exception& e) {
-  if (dynamic_cast<const ValueError*>(&e)) return ErrorCode::kValue;
-  if (dynamic_cast<const TypeError*>(&e)) return ErrorCode::kType;
-  if (dynamic_cast<const IndexError*>(&e)) return ErrorCode::kIndex;
-  if (dynamic_cast<const NotImplementedError*>(&e)) return ErrorCode::kNotImplemented;
-  if (dynamic_cast<const OutOfMemoryError*>(&e)) return ErrorCode::kOutOfMemory;
-  if (dynamic_cast<const DistributedError*>(&e)) return ErrorCode::kDistributed;
-  if (dynamic_cast<const TimeoutError*>(&e)) return ErrorCode::kTimeout;
+#define EMBER_ERROR_CODE_OF(Type, Name) \
+  if (dynamic_cast<const Type*>(&e)) return ErrorCode::Name;
+  EMBER_FORALL_ERROR_SUBCLASSES(EMBER_ERROR_CODE_OF)
+#undef EMBER_ERROR_CODE_OF
   if (dynamic_cast<const Error*>(&e)) return ErrorCode::kError;
   return ErrorCode::kStd;
 }
@@ -70,13 +63,10 @@ inline ErrorDescription describe_exception(const std::exception_ptr& error) {
 /// std::runtime_error.
 inline std::exception_ptr make_exception(ErrorCode code, const std::string& message, const std::string& where = {}) {
   switch (code) {
-    case ErrorCode::kValue: return std::make_exception_ptr(ValueError(message, where));
-    case ErrorCode::kType: return std::make_exception_ptr(TypeError(message, where));
-    case ErrorCode::kIndex: return std::make_exception_ptr(IndexError(message, where));
-    case ErrorCode::kNotImplemented: return std::make_exception_ptr(NotImplementedError(message, where));
-    case ErrorCode::kOutOfMemory: return std::make_exception_ptr(OutOfMemoryError(message, where));
-    case ErrorCode::kDistributed: return std::make_exception_ptr(DistributedError(message, where));
-    case ErrorCode::kTimeout: return std::make_exception_ptr(TimeoutError(message, where));
+#define EMBER_MAKE_EXCEPTION_CASE(Type, Name) \
+  case ErrorCode::Name: return std::make_exception_ptr(Type(message, where));
+    EMBER_FORALL_ERROR_SUBCLASSES(EMBER_MAKE_EXCEPTION_CASE)
+#undef EMBER_MAKE_EXCEPTION_CASE
     default: return std::make_exception_ptr(Error(message, where));
   }
 }

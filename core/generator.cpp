@@ -99,9 +99,10 @@ uint64_t Generator::next_u64() {
 }
 
 Generator& default_generator(Device device) {
-  EMBER_CHECK_T(ValueError, device.index >= 0 && device.index < kMaxDevicesPerType,
-                "default_generator: device index must be in [0, ", kMaxDevicesPerType, "), got ",
-                device.index);
+  // A CUDA device past the visible count still gets its generator (seeding before any use, as
+  // torch.manual_seed); only an index no per-device table has room for is refused.
+  if (device.index < 0 || device.index >= kMaxDevicesPerType) [[unlikely]]
+    check_device_exists(device, "default_generator");  // throws DeviceError
   DefaultGenerators& d = defaults();
   auto& slot = d.slots[static_cast<size_t>(device.flat_index())];
   if (Generator* g = slot.load(std::memory_order_acquire)) return *g;

@@ -18,12 +18,6 @@ thread_local std::optional<Device> t_thread_device;  // see Note [Device-owning 
 
 std::array<std::atomic<uint32_t>, kMaxDevicesPerType> g_next_pool_slot{};
 
-void check_cuda_index(Device d, const char* what) {
-  EMBER_CHECK(d.index >= 0 && d.index < kMaxDevicesPerType, what, ": device index ", d.index, " is out of range");
-  EMBER_CHECK(d.index < cuda_device_count(), what, ": ", d, " does not exist (", cuda_device_count(),
-              " CUDA device(s) are visible)");
-}
-
 }  // namespace
 
 void Stream::synchronize() const {
@@ -50,13 +44,13 @@ void set_current_stream(Stream s) {
     EMBER_CHECK(s.is_default(), "set_current_stream: a CPU device has only its default stream, got ", s);
     return;
   }
-  check_cuda_index(s.device(), "set_current_stream");
+  check_device_exists(s.device(), "set_current_stream");
   t_current[static_cast<size_t>(s.device().index)] = s.id();
 }
 
 Stream new_stream(Device device) {
   if (!device.is_cuda()) return Stream(device, 0);
-  check_cuda_index(device, "new_stream");
+  check_device_exists(device, "new_stream");
   const uint32_t slot = g_next_pool_slot[static_cast<size_t>(device.index)].fetch_add(1) % kStreamPoolSize;
   return Stream(device, detail::cuda_pool_stream(device.index, static_cast<int>(slot)));
 }
@@ -67,10 +61,8 @@ StreamGuard::~StreamGuard() {
 }
 
 void set_thread_device(Device device) {
-  if (device.is_cuda()) {
-    check_cuda_index(device, "set_thread_device");
-    detail::cuda_set_thread_device(device.index);
-  }
+  check_device_exists(device, "set_thread_device");
+  if (device.is_cuda()) detail::cuda_set_thread_device(device.index);
   t_thread_device = device;
 }
 
@@ -78,8 +70,12 @@ std::optional<Device> thread_device() { return t_thread_device; }
 
 #if !EMBER_HAVE_CUDA
 namespace detail {
-void cuda_set_thread_device(int) { EMBER_THROW(Error, "set_thread_device: ember was built without CUDA"); }
-uint64_t cuda_pool_stream(int, int) { EMBER_THROW(Error, "new_stream: ember was built without CUDA"); }
+// Unreachable: check_device_exists throws DeviceError for every CUDA device first.
+void cuda_set_thread_device(int i) { check_device_exists(Device::cuda(i), "set_thread_device"); }
+uint64_t cuda_pool_stream(int i, int) {
+  check_device_exists(Device::cuda(i), "new_stream");
+  return 0;
+}
 void cuda_stream_synchronize(int, uint64_t) {}
 bool cuda_stream_query(int, uint64_t) { return true; }
 }  // namespace detail

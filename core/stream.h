@@ -46,10 +46,11 @@ std::ostream& operator<<(std::ostream& os, const Stream& s);
 
 /// The calling thread's current stream on `device` (its default stream unless set).
 Stream current_stream(Device device);
-/// Makes `s` the calling thread's current stream on s.device().
+/// Makes `s` the calling thread's current stream on s.device(). Throws DeviceError when its CUDA
+/// device does not exist, Error for a CPU stream other than the default.
 void set_current_stream(Stream s);
 /// A stream from `device`'s pool (round robin over kStreamPoolSize non-blocking CUDA streams);
-/// the default stream on CPU. Throws Error when the device does not exist.
+/// the default stream on CPU. Throws DeviceError when a CUDA device does not exist.
 Stream new_stream(Device device);
 constexpr int kStreamPoolSize = 32;
 

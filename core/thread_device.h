@@ -20,8 +20,8 @@ namespace ember {
 // (StreamGuard for the job or node), as PyTorch's parallel_apply and engine do.
 
 /// Makes `device` the calling thread's own device for the rest of its life (see Note
-/// [Device-owning threads]); on CUDA also the current device. Throws Error when a CUDA device
-/// does not exist or ember was built without CUDA.
+/// [Device-owning threads]); on CUDA also the current device. Throws DeviceError when a CUDA
+/// device does not exist or ember was built without CUDA.
 void set_thread_device(Device device);
 /// The device set_thread_device gave the calling thread, if any.
 std::optional<Device> thread_device();

@@ -21,8 +21,8 @@ CudaKernels* cuda_kernels() {
 void set_cuda_kernels(CudaKernels* k) { g_cuda_kernels = k; }
 CudaKernels& require_cuda(const char* op) {
   ember::detail::register_cuda_backend();
-  EMBER_CHECK(g_cuda_kernels != nullptr, op,
-              ": got a CUDA tensor, but ember was built without CUDA (configure with -DEMBER_CUDA=ON)");
+  EMBER_CHECK_T(DeviceError, g_cuda_kernels != nullptr, op,
+                ": got a CUDA tensor, but ember was built without CUDA (configure with -DEMBER_CUDA=ON)");
   return *g_cuda_kernels;
 }
 

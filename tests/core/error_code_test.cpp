@@ -37,6 +37,7 @@ TEST(ErrorCode, EveryEmberTypeRoundTrips) {
   expect_round_trip<OutOfMemoryError>(ErrorCode::kOutOfMemory);
   expect_round_trip<DistributedError>(ErrorCode::kDistributed);
   expect_round_trip<TimeoutError>(ErrorCode::kTimeout);
+  expect_round_trip<DeviceError>(ErrorCode::kDevice);
 }
 
 // The description is the check's message and location, not what() (which ends with the

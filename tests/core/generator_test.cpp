@@ -197,9 +197,11 @@ TEST(DefaultGenerator, ConcurrentFirstUseYieldsOneGenerator) {
   for (auto* g : seen) EXPECT_EQ(g, seen[0]);
 }
 
+// A device index no per-device table has room for is a missing device: DeviceError, as
+// everywhere (core/device.h's check_device_exists).
 TEST(DefaultGenerator, RejectsBadDeviceIndex) {
-  EXPECT_THROW(default_generator(Device(DeviceType::CPU, -1)), ValueError);
-  EXPECT_THROW(default_generator(Device(DeviceType::CUDA, kMaxDevicesPerType)), ValueError);
+  EXPECT_THROW(default_generator(Device(DeviceType::CPU, -1)), DeviceError);
+  EXPECT_THROW(default_generator(Device(DeviceType::CUDA, kMaxDevicesPerType)), DeviceError);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TEST(LocalDeviceIndex, IsLocalRankModuloTheVisibleDevices) {
 }
 
 TEST(LocalDeviceIndex, NoDeviceOrNegativeRankIsAnError) {
-  EXPECT_THROW(local_device_index(0, 0), DistributedError);
+  EXPECT_THROW(local_device_index(0, 0), DeviceError);  // as every missing device (core/device.h)
   EXPECT_THROW(local_device_index(-1, 2), ValueError);
 }
 

@@ -129,7 +129,7 @@ struct CudaKernels {
 };
 CudaKernels* cuda_kernels();
 void set_cuda_kernels(CudaKernels* kernels);
-/// Throws a clear Error when a CUDA tensor reaches an op without CUDA kernels.
+/// Throws DeviceError when a CUDA tensor reaches an op without CUDA kernels.
 CudaKernels& require_cuda(const char* op);
 
 }  // namespace ember::native::detail

@@ -208,7 +208,7 @@ std::vector<uint8_t> ProcessGroupNCCL::make_unique_id() {
 ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int size, ProcessGroupNCCLOptions options)
     : ProcessGroup(rank, size) {
   EMBER_CHECK_T(ValueError, store != nullptr, "ProcessGroupNCCL: store is null");
-  EMBER_CHECK_T(DistributedError, cuda_device_count() > 0, who(), ": no CUDA device is visible");
+  check_device_exists(Device::cuda(options.device < 0 ? 0 : options.device), who());
   std::vector<uint8_t> id;
   if (rank == 0) {
     id = make_unique_id();
@@ -227,7 +227,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::vector<uint8_t> unique_id, int rank, int
 void ProcessGroupNCCL::init(std::vector<uint8_t> unique_id, ProcessGroupNCCLOptions options) {
   EMBER_CHECK_T(ValueError, options.timeout_ms > 0, "ProcessGroupNCCL: timeout_ms must be positive");
   const int count = cuda_device_count();
-  EMBER_CHECK_T(DistributedError, count > 0, who(), ": no CUDA device is visible");
+  check_device_exists(Device::cuda(0), who());  // DeviceError without a visible device
   EMBER_CHECK_T(DistributedError, unique_id.size() == kUniqueIdBytes, who(), ": the NCCL unique id has ",
                 unique_id.size(), " bytes, expected ", kUniqueIdBytes);
   int device = options.device;
@@ -236,7 +236,7 @@ void ProcessGroupNCCL::init(std::vector<uint8_t> unique_id, ProcessGroupNCCLOpti
     device = parallel::detail::local_device_index(lr != nullptr ? std::optional<int>(std::atoi(lr)) : std::nullopt,
                                                   count);
   }
-  EMBER_CHECK_T(ValueError, device < count, who(), ": device ", device, " requested but only ", count, " visible");
+  check_device_exists(Device::cuda(device), who());
   impl_ = std::make_shared<Impl>();
   impl_->timeout_ms = options.timeout_ms;
   impl_->who = who();

@@ -29,8 +29,8 @@ class ProcessGroupNCCL final : public ProcessGroup {
   static std::vector<uint8_t> make_unique_id();
 
   /// Rank 0 draws the unique id and sets it in `store`; the others get it from there.
-  /// Throws DistributedError when no CUDA device is present, NCCL fails, or the ranks do not
-  /// all arrive within options.timeout_ms.
+  /// Throws DeviceError when no CUDA device is visible or options.device is not one of them,
+  /// DistributedError when NCCL fails or the ranks do not all arrive within options.timeout_ms.
   ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int size, ProcessGroupNCCLOptions options = {});
   /// With the unique id already shared (e.g. by MPI_Bcast).
   ProcessGroupNCCL(std::vector<uint8_t> unique_id, int rank, int size, ProcessGroupNCCLOptions options = {});

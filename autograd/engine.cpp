@@ -17,6 +17,7 @@
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "core/error_code.h"
 #include "core/stream.h"
 #include "core/thread_device.h"
 
@@ -245,29 +246,21 @@ void run_hooks(Node& node, TensorList& inputs) {
   }
 }
 
-// The error, retyped as the same ember::Error subclass, named once by the node it came from:
-// "in backward of <node>: <message>". An error that starts "<node>: " (SavedVariable::unpack
-// names the op it unpacks for) loses that prefix rather than naming the node twice; one that
-// already names the node or another backward (a nested backward pass, the in-place check's
-// "saved by <node>", anomaly mode's report) is kept as it is. The location stays the original
-// check's (where()): see Note [Error messages] in core/error.h.
-std::exception_ptr with_node_name(const std::exception& ex, Node& node) {
-  const auto* err = dynamic_cast<const Error*>(&ex);
-  std::string msg = err != nullptr ? err->message() : std::string(ex.what());
-  const std::string where = err != nullptr ? err->where() : std::string();
+// The error `error`, raised again as the same ember::Error subclass (core/error_code.h, so every
+// type in EMBER_FORALL_ERROR_SUBCLASSES keeps its own; another exception becomes ember::Error),
+// named once by the node it came from: "in backward of <node>: <message>". An error that starts
+// "<node>: " (SavedVariable::unpack names the op it unpacks for) loses that prefix rather than
+// naming the node twice; one that already names the node or another backward (a nested backward
+// pass, the in-place check's "saved by <node>", anomaly mode's report) is kept as it is. The
+// location stays the original check's (where()): see Note [Error messages] in core/error.h.
+std::exception_ptr with_node_name(const std::exception_ptr& error, Node& node) {
+  ErrorDescription d = describe_exception(error);
+  std::string& msg = d.message;
   const std::string& name = node.name();
   if (msg.compare(0, name.size() + 2, name + ": ") == 0) msg.erase(0, name.size() + 2);
   if (msg.find("in backward of ") == std::string::npos && msg.find(name) == std::string::npos)
     msg = "in backward of " + name + ": " + msg;
-  auto as = [&](auto type) { return std::make_exception_ptr(typename decltype(type)::type(msg, where)); };
-  if (dynamic_cast<const DistributedError*>(&ex)) return as(std::type_identity<DistributedError>());
-  if (dynamic_cast<const TimeoutError*>(&ex)) return as(std::type_identity<TimeoutError>());
-  if (dynamic_cast<const OutOfMemoryError*>(&ex)) return as(std::type_identity<OutOfMemoryError>());
-  if (dynamic_cast<const ValueError*>(&ex)) return as(std::type_identity<ValueError>());
-  if (dynamic_cast<const TypeError*>(&ex)) return as(std::type_identity<TypeError>());
-  if (dynamic_cast<const IndexError*>(&ex)) return as(std::type_identity<IndexError>());
-  if (dynamic_cast<const NotImplementedError*>(&ex)) return as(std::type_identity<NotImplementedError>());
-  return as(std::type_identity<Error>());
+  return make_exception(d.code, msg, d.where);
 }
 
 void run_task(NodeTask&& t) {
@@ -312,10 +305,10 @@ void run_task(NodeTask&& t) {
         if (j < outputs.size()) accumulate_into(buf, e.input_nr, std::move(outputs[j]));
         if (--next.engine_deps_ == 0) schedule(task, NodeTask{task, e.fn, std::move(buf)});
       }
-    } catch (const std::exception& ex) {
+    } catch (...) {  // anything a user's backward or hook throws, not only std::exception
       if (!done_lock.owns_lock()) done_lock.lock();
       if (!task->error) {
-        task->error = with_node_name(ex, node);
+        task->error = with_node_name(std::current_exception(), node);
         task->failed.store(true, std::memory_order_release);
       }
     }

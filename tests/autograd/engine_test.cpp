@@ -1,12 +1,17 @@
 // The engine: backward/grad, accumulation, retain_graph, hooks, retain_grad, grad mode,
-// version-counter errors, per-device threads, errors surfacing with the node's name.
+// version-counter errors, per-device threads, errors surfacing with the node's name and their own
+// type.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <set>
+#include <stdexcept>
 #include <thread>
+#include <typeinfo>
 
+#include "autograd/function.h"
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/ops/native.h"
@@ -437,4 +442,88 @@ TEST(Engine, GradientHasTheInputsDtype) {
   sum(mul(to(x, kFloat64), 3.0)).backward();
   EXPECT_EQ(x.grad().dtype(), kFloat32);
   EXPECT_EQ(vec(x.grad()), (std::vector<float>{3, 3}));
+}
+
+// ---- an error in a backward function keeps its type (core/error_code.h) ----------------------
+namespace {
+std::function<void()> g_backward_throws;  // what ThrowingBackward's backward does first
+
+struct Throwing : autograd::Function<Throwing> {
+  static constexpr const char* kName = "ThrowingBackward";
+  static Tensor forward(autograd::AutogradContext*, const Tensor& x) { return native::clone(x); }
+  static autograd::TensorList backward(autograd::AutogradContext*, autograd::TensorList g) {
+    g_backward_throws();
+    return {g[0]};
+  }
+};
+
+// backward() through ThrowingBackward on cpu:0 with the root on cpu:1, so the node runs on
+// cpu:0's engine thread (Note [Engine threads]) and its error crosses to the caller; returns
+// what came out.
+std::exception_ptr backward_error(std::function<void()> throws) {
+  g_backward_throws = std::move(throws);
+  Tensor x = leaf({1, 2});
+  Tensor y = Throwing::apply(x);
+  try {
+    sum(to(y, Device("cpu:1"))).backward();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+template <typename E>
+void expect_backward_keeps_type() {
+  int line = 0;
+  std::exception_ptr error = backward_error([&] {
+    line = __LINE__ + 1;
+    EMBER_THROW(E, "the backward's own words");
+  });
+  ASSERT_TRUE(error) << typeid(E).name() << " was swallowed";
+  try {
+    std::rethrow_exception(error);
+  } catch (const E& e) {
+    EXPECT_EQ(typeid(e), typeid(E)) << "came back as a base of " << typeid(E).name();
+    EXPECT_EQ(e.message(), "in backward of ThrowingBackward: the backward's own words");
+    EXPECT_THAT(e.where(), ::testing::StartsWith("tests/autograd/engine_test.cpp:" + std::to_string(line)));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << typeid(E).name() << " came back as another type: " << e.what();
+  }
+}
+}  // namespace
+
+TEST(Engine, ErrorInABackwardFunctionKeepsItsTypeAndNamesTheNode) {
+  // Regression: the engine retyped errors from its own list, which lacked DeviceError (it came
+  // back as a plain Error); now it carries them as core/error_code.h does across threads.
+  expect_backward_keeps_type<DeviceError>();
+  expect_backward_keeps_type<IndexError>();
+  expect_backward_keeps_type<OutOfMemoryError>();
+  expect_backward_keeps_type<TimeoutError>();
+  expect_backward_keeps_type<DistributedError>();
+  expect_backward_keeps_type<Error>();
+  // The engine is still usable afterwards.
+  g_backward_throws = [] {};
+  Tensor x = leaf({1, 2});
+  sum(Throwing::apply(x)).backward();
+  EXPECT_EQ(vec(x.grad()), (std::vector<float>{1, 1}));
+}
+
+TEST(Engine, NonEmberExceptionsInABackwardFunctionComeOutAsErrorNamingTheNode) {
+  std::exception_ptr error = backward_error([] { throw std::out_of_range("vector::at"); });
+  ASSERT_TRUE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    EXPECT_EQ(typeid(e), typeid(Error));
+    EXPECT_EQ(e.message(), "in backward of ThrowingBackward: vector::at");
+  }
+  // Regression: only std::exception was caught, so this left the engine's worker thread
+  // (std::terminate) instead of reaching backward()'s caller.
+  error = backward_error([] { throw 42; });
+  ASSERT_TRUE(error);
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message(), "in backward of ThrowingBackward: unknown exception");
+  }
 }

@@ -523,8 +523,10 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
       for (size_t p : bucket) numel += reduced[p].numel();
       sizes += (sizes.empty() ? "" : ", ") + std::to_string(numel * 4 / 1024) + " KiB";
     }
-    std::printf("# %d timed steps after %d warm-up; bucket_cap_mb %.2f: %zu buckets (%s)\n", steps, kWarmup,
-                bucket_cap_mb, ddp.reducer().bucket_parameter_indices().size(), sizes.c_str());
+    std::printf("# %d timed steps after %d warm-up; bucket_cap_mb %.2f: %zu buckets (%s), %zu of them reduced in the "
+                ".grad tensors themselves (Note [Direct buckets])\n",
+                steps, kWarmup, bucket_cap_mb, ddp.reducer().bucket_parameter_indices().size(), sizes.c_str(),
+                ddp.reducer().last_direct_buckets());
     std::printf("# ranks %s; rank 0 runs on CPUs %s (EMBER_BENCH_DDP_CPU_BIND=%s)\n",
                 cpu_bind ? "bound to their own CPUs, as ember-run --cpu-bind auto binds them" : "not bound",
                 cpu_list_string(allowed_cpus()).c_str(), cpu_bind ? "auto" : "none");

@@ -37,7 +37,9 @@
 // (all_reduce_coalesced's contract), so ranks may choose differently for the same bucket. The
 // gradients are final once their hook ran (DDP rejects a second one per iteration), and the
 // all_reduce writes them in place as the copy back did, only earlier: a .grad read before
-// backward returned may already hold the average.
+// backward returned may already hold the average. The flat buffer of a bucket is allocated
+// when a bucket first needs it, so with direct buckets DDP keeps no second copy of the
+// gradients (gradient_as_bucket_view's buffers are made at construction).
 
 // Note [Gradient as bucket view]
 // By default a parameter's gradient is copied into its bucket when it is ready and the
@@ -125,8 +127,11 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
       bk.offsets.push_back(off);
       off += params_[i].numel();
     }
-    const Tensor& p0 = params_[bk.params[0]];
-    bk.buffer = zeros({off}, TensorOptions(p0.dtype()).device(p0.device()));
+    bk.numel = off;
+    // Note [Direct buckets]: a bucket that is always reduced in its .grad tensors never needs
+    // its flat buffer, so it is made when first used (ensure_buffer_locked); the bucket views
+    // of gradient_as_bucket_view need it now.
+    if (options_.gradient_as_bucket_view) ensure_buffer_locked(bk);
   }
   if (options_.gradient_as_bucket_view) {
     // Gradients that exist already move into their buckets now (Note [Gradient as bucket view]).
@@ -261,7 +266,14 @@ void Reducer::mark_ready_locked(size_t i, bool zero) {
   --buckets_[param_bucket_[i]].pending;
 }
 
+void Reducer::ensure_buffer_locked(Bucket& b) {
+  if (b.buffer.defined()) return;
+  const Tensor& p0 = params_[b.params[0]];
+  b.buffer = zeros({b.numel}, TensorOptions(p0.dtype()).device(p0.device()));
+}
+
 void Reducer::fill_buffer_locked(Bucket& b) {
+  ensure_buffer_locked(b);
   for (size_t i : b.params) {
     Tensor slot = native::narrow(b.buffer, 0, b.offsets[param_pos_[i]], params_[i].numel());
     Tensor g = params_[i].grad();
@@ -339,6 +351,7 @@ void Reducer::shadow_all_reduce() {
   std::vector<CommHookResult> results;
   for (size_t index = 0; index < buckets_.size(); ++index) {
     Bucket& b = buckets_[index];
+    ensure_buffer_locked(b);
     native::zero_(b.buffer);
     GradBucket gb{index, b.buffer, b.params};
     results.push_back(hook_ ? hook_(*group_, gb) : CommHookResult{group_->all_reduce(b.buffer, ReduceOp::SUM), nullptr});
@@ -402,7 +415,9 @@ void Reducer::finalize_locked() {
 // (all_reduce_coalesced's contract), so ranks may choose differently for the same bucket. The
 // gradients are final once their hook ran (DDP rejects a second one per iteration), and the
 // all_reduce writes them in place as the copy back did, only earlier: a .grad read before
-// backward returned may already hold the average.
+// backward returned may already hold the average. The flat buffer of a bucket is allocated
+// when a bucket first needs it, so with direct buckets DDP keeps no second copy of the
+// gradients (gradient_as_bucket_view's buffers are made at construction).
 
 // Note [Gradient as bucket view]
       } else if (!g.defined()) {

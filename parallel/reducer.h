@@ -107,7 +107,8 @@ class Reducer {
   struct Bucket {
     std::vector<size_t> params;
     std::vector<int64_t> offsets;  // element offsets in buffer
-    Tensor buffer;
+    int64_t numel = 0;              // of all its parameters
+    Tensor buffer;                  // flat; made when first needed (ensure_buffer_locked)
     size_t pending = 0;
     bool launched = false;
     bool direct = false;        // reduced in the .grad tensors themselves (Note [Direct buckets])
@@ -121,6 +122,8 @@ class Reducer {
   void mark_ready_locked(size_t param_index, bool zero);
   /// The bucket's .grad tensors when it can be reduced in them (Note [Direct buckets]), else {}.
   std::vector<Tensor> direct_grads_locked(size_t bucket_index) const;
+  /// Allocates the bucket's flat buffer (zeros) unless it has one.
+  void ensure_buffer_locked(Bucket& bucket);
   /// Copies the bucket's gradients (zeros for those marked or without one) into its buffer.
   void fill_buffer_locked(Bucket& bucket);
   void launch_ready_buckets_locked();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <mutex>
 
 #include "core/error.h"
@@ -36,9 +37,14 @@ namespace ember {
 namespace {
 constexpr size_t kMinBlock = 512;
 
+// The block size for n bytes: the power of two >= n, at least kMinBlock; 0 when none fits in
+// size_t (the doubling would wrap to 0 and never end).
 size_t round_size(size_t n) {
   size_t s = kMinBlock;
-  while (s < n) s <<= 1;
+  while (s < n) {
+    if (s > std::numeric_limits<size_t>::max() / 2) return 0;
+    s <<= 1;
+  }
   return s;
 }
 
@@ -71,6 +77,8 @@ PinnedAllocator::~PinnedAllocator() {
 DataPtr PinnedAllocator::allocate(size_t num_bytes) {
   if (num_bytes == 0) return DataPtr(nullptr, nullptr, nullptr, Device::cpu());
   const size_t size = round_size(num_bytes);
+  EMBER_CHECK_T(OutOfMemoryError, size != 0, "pin_memory: cannot allocate ", num_bytes,
+                " bytes of pinned host memory (no block size is that large)");
   {
     std::lock_guard<std::mutex> lock(mu_);
     process_events_locked();

@@ -211,8 +211,9 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device, DType dtype, bool non_blocking = false) const;
   Tensor cpu() const;
-  /// A copy in pinned host memory (this tensor when already pinned); differentiable. Throws
-  /// ValueError for a tensor not on the CPU, DeviceError when no CUDA device is visible.
+  /// A copy in pinned host memory with the same sizes and strides (this tensor when already
+  /// pinned); differentiable. Throws ValueError for a tensor not on the CPU, DeviceError when
+  /// no CUDA device is visible.
   Tensor pin_memory() const;
   Tensor clone() const;
   /// Shares the data, has no history and does not require grad.

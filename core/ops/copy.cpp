@@ -25,12 +25,17 @@ bool same_memory_layout(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous();
 }
 
-// A contiguous CPU tensor in pinned host memory (at least one byte, so that an empty tensor is
+// num_bytes of pinned host memory (a block of at least one byte, so that an empty tensor is
 // pinned too). Throws DeviceError without a CUDA device.
+Storage pinned_storage(size_t num_bytes) {
+  return Storage(pinned_allocator().allocate(std::max<size_t>(num_bytes, 1)), num_bytes);
+}
+
+// A contiguous CPU tensor in pinned host memory.
 Tensor empty_pinned(const IntList& sizes, DType dtype) {
   const size_t num_bytes = static_cast<size_t>(numel_of(sizes, "pin_memory")) * element_size(dtype);
-  Storage storage(pinned_allocator().allocate(std::max<size_t>(num_bytes, 1)), num_bytes);
-  return make_tensor(std::move(storage), sizes, contiguous_strides(sizes, "pin_memory"), 0, dtype, "pin_memory");
+  return make_tensor(pinned_storage(num_bytes), sizes, contiguous_strides(sizes, "pin_memory"), 0, dtype,
+                     "pin_memory");
 }
 
 // Whether a dense byte copy between `host` and the CUDA device `device` may run without waiting
@@ -107,8 +112,20 @@ Tensor pin_memory(const Tensor& a) {
   EMBER_CHECK_T(ValueError, a.device().is_cpu(), "pin_memory: cannot pin a tensor on ", a.device(),
                 ": only CPU tensors can be pinned");
   if (a.is_pinned()) return a;
-  Tensor out = empty_pinned(a.sizes(), a.dtype());
-  return copy_(out, a);
+  // As PyTorch's pin_memory, the copy keeps a's sizes and strides (a transposed tensor stays
+  // transposed, an expanded one keeps its 0 strides) at storage offset 0: its storage holds
+  // a's whole strided extent, from a's first element to the last one its geometry reaches,
+  // copied byte for byte (the gaps a view skips come along; nothing is read twice or written
+  // twice, however the strides overlap).
+  int64_t extent = 0;  // in elements; bounded by a's storage (make_tensor checked it)
+  if (a.numel() > 0) {
+    extent = 1;
+    for (int64_t d = 0; d < a.dim(); ++d) extent += (a.size(d) - 1) * a.stride(d);
+  }
+  const size_t num_bytes = static_cast<size_t>(extent) * element_size(a.dtype());
+  Storage storage = pinned_storage(num_bytes);
+  if (num_bytes > 0) std::memcpy(storage.data(), a.raw_data(), num_bytes);
+  return make_tensor(std::move(storage), a.sizes(), a.strides(), 0, a.dtype(), "pin_memory");
 }
 
 Tensor clone(const Tensor& a) {

@@ -95,7 +95,8 @@ Tensor to(const Tensor& a, DType dtype);
 /// non_blocking as copy_; CUDA -> CPU with non_blocking returns pinned memory (as PyTorch).
 Tensor to(const Tensor& a, Device device, bool non_blocking = false);
 Tensor to(const Tensor& a, Device device, DType dtype, bool non_blocking = false);
-/// A contiguous copy of a CPU tensor in pinned host memory; `a` itself when already pinned.
+/// A copy of a CPU tensor in pinned host memory with a's sizes and strides (storage offset 0, the
+/// storage a's whole strided extent), as PyTorch's; `a` itself when already pinned.
 /// Throws ValueError for a tensor not on the CPU, DeviceError without a CUDA device.
 Tensor pin_memory(const Tensor& a);
 Tensor clone(const Tensor& a);

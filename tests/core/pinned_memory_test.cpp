@@ -6,6 +6,7 @@
 // and pinned_allocator() is a DeviceError where no CUDA device is visible.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,22 @@ TEST(PinnedMemory, FailedSystemAllocationEmptiesTheCacheThenRaisesOutOfMemory) {
     EXPECT_NE(msg.find("pinned host memory"), std::string::npos) << msg;
     EXPECT_NE(msg.find("4096"), std::string::npos) << msg;
   }
+}
+
+// Regression: a request above 2^63 bytes doubled the block size until it wrapped to 0 and
+// looped forever (found through pin_memory's extent of an empty view, computed negative).
+TEST(PinnedMemory, ARequestNoBlockSizeCanHoldIsOutOfMemoryNotAHang) {
+  Fake::reset();
+  PinnedAllocator a(Fake::backend());
+  for (size_t n : {std::numeric_limits<size_t>::max(), (size_t{1} << 63) + 1}) {
+    try {
+      DataPtr p = a.allocate(n);
+      ADD_FAILURE() << "allocate(" << n << ") returned";
+    } catch (const OutOfMemoryError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::to_string(n)), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(Fake::allocs, 0) << "nothing reached the system";
 }
 
 TEST(PinnedMemory, ProcessAllocatorNeedsACudaDevice) {

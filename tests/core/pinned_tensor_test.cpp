@@ -35,13 +35,53 @@ TEST(PinnedTensor, PinMemoryCopiesIntoAPinnedBlock) {
   EXPECT_FALSE(x.is_pinned()) << "the source stays where it was";
   EXPECT_FALSE(p.storage().is_same(x.storage()));
   EXPECT_TRUE(p.device().is_cpu());
-  EXPECT_TRUE(p.is_contiguous());
   EXPECT_EQ(p.sizes(), x.sizes());
+  EXPECT_EQ(p.strides(), x.strides()) << "the copy keeps the layout (PinMemoryKeepsSizesAndStrides)";
   EXPECT_EQ(p.dtype(), kFloat32);
   EXPECT_EQ(p.to_vector<float>(), x.to_vector<float>());
   EXPECT_TRUE(fake.allocator().contains(p.raw_data()));
   EXPECT_EQ(Fake::allocs, 1);
   EXPECT_TRUE(native::narrow(p, 0, 1, 2).is_pinned()) << "a view shares the pinned storage";
+}
+
+// Regression: pin_memory returned a contiguous copy; PyTorch's keeps the input's sizes and
+// strides, its storage holding the input's whole strided extent from offset 0.
+TEST(PinnedTensor, PinMemoryKeepsSizesAndStrides) {
+  ScopedFakePinnedAllocator fake;
+  struct Case {
+    const char* what;
+    Tensor x;
+    int64_t extent;  // elements of the pinned storage
+  };
+  const Tensor wide = native::reshape(ember::arange(0.0, 30.0, 1.0, kFloat64), {5, 6});
+  const std::vector<Case> cases = {
+      {"transposed", native::transpose(grid(), 0, 1), 12},
+      {"a narrowed view with an offset and gaps", native::narrow(native::narrow(wide, 0, 1, 3), 1, 2, 3),
+       (3 - 1) * 6 + (3 - 1) + 1},
+      {"every other column", native::select(native::reshape(wide, {5, 3, 2}), 2, 1), 4 * 6 + 2 * 2 + 1},
+      {"expanded (stride 0)", native::expand(native::narrow(grid(), 0, 1, 1), {5, 4}), 4},
+      {"a scalar", native::select(native::select(grid(), 0, 2), 0, 3), 1},
+      {"contiguous", grid(), 12},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const Tensor p = native::pin_memory(c.x);
+    EXPECT_TRUE(p.is_pinned());
+    EXPECT_EQ(p.sizes(), c.x.sizes());
+    EXPECT_EQ(p.strides(), c.x.strides());
+    EXPECT_EQ(p.is_contiguous(), c.x.is_contiguous());
+    EXPECT_EQ(p.storage_offset(), 0);
+    EXPECT_EQ(p.storage().num_bytes(), static_cast<size_t>(c.extent) * element_size(c.x.dtype()));
+    EXPECT_EQ(native::to(p, kFloat64).to_vector<double>(), native::to(c.x, kFloat64).to_vector<double>());
+    EXPECT_FALSE(p.storage().is_same(c.x.storage()));
+  }
+  // Empty: sizes and strides kept, no bytes, pinned all the same.
+  const Tensor empty_view = native::narrow(native::transpose(grid(), 0, 1), 0, 0, 0);
+  const Tensor p = native::pin_memory(empty_view);
+  EXPECT_TRUE(p.is_pinned());
+  EXPECT_EQ(p.sizes(), empty_view.sizes());
+  EXPECT_EQ(p.strides(), empty_view.strides());
+  EXPECT_EQ(p.storage().num_bytes(), 0u);
 }
 
 TEST(PinnedTensor, AlreadyPinnedTensorIsReturnedAsItIs) {

@@ -13,9 +13,12 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_device.h"
 #include "core/cuda/cuda_memory.h"
+#include "core/cuda/cuda_peer_copy.h"
 #include "core/cuda/cuda_stream.h"
 #include "core/cuda/kernels.h"
+#include "core/ops/detail/peer_copy.h"
 #include "core/ops/detail/plan.h"
+#include "core/stream.h"
 
 namespace ember {
 namespace cuda {
@@ -64,15 +67,20 @@ void cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
   launch_cast(to, from, plan);
 }
 
-// Copies are queued on the current stream of the CUDA side, ordered after the kernels that
-// produced the source on that stream. One with a host side is waited for, so the caller may reuse
-// or read host memory at once, unless `async`: pinned host memory whose block has the stream
-// recorded (Note [Pinned host memory]).
+// A copy with one CUDA side is queued on that device's current stream, ordered after the kernels
+// that produced the source there and before later work on that stream (see Note [Copies between
+// devices] for why this needs nothing more). One with a host side is waited for, so the caller may
+// reuse or read host memory at once, unless `async`: pinned host memory whose block has the stream
+// recorded (Note [Pinned host memory]). A same-device copy is not waited for, as any kernel.
 void copy_on_stream(void* dst, const void* src, size_t num_bytes, cudaMemcpyKind kind, int device_index, bool async) {
   CudaDeviceGuard guard(device_index);
   const cudaStream_t stream = current_stream(device_index);
   EMBER_CUDA_CHECK(cudaMemcpyAsync(dst, src, num_bytes, kind, stream));
   if (kind != cudaMemcpyDeviceToDevice && !async) EMBER_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+native::detail::CopyEnd copy_end(Device device) {
+  return {device.index, ember::current_stream(device).id()};
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes, bool async) {
@@ -86,13 +94,10 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   } else if (dst_device.index == src_device.index) {
     copy_on_stream(dst, src, num_bytes, cudaMemcpyDeviceToDevice, dst_device.index, false);
   } else {
-    // Ordered after pending work on both devices' legacy default streams (works without peer
-    // access); then wait for both current streams' prior work too.
-    {
-      CudaDeviceGuard guard(src_device.index);
-      EMBER_CUDA_CHECK(cudaStreamSynchronize(current_stream(src_device.index)));
-    }
-    EMBER_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index, src, src_device.index, num_bytes));
+    // Between two GPUs: the two-way handshake of the current streams (Note [Copies between
+    // devices]); `async` is the caller's non_blocking.
+    native::detail::copy_between_devices(cuda_peer_copy_ops(), dst, copy_end(dst_device), src, copy_end(src_device),
+                                         num_bytes, async);
   }
 }
 

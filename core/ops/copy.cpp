@@ -64,16 +64,16 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
       if (dense.dtype() == self.dtype() && self.is_contiguous()) {
         const bool async = dd.is_cpu()   ? async_copy(self, sd, non_blocking)
                            : sd.is_cpu() ? async_copy(dense, dd, non_blocking)
-                                         : false;
+                                         : non_blocking;  // between GPUs: Note [Copies between devices]
         k.copy_bytes(self.raw_data(), dd, dense.raw_data(), sd, self.nbytes(), async);
         self.bump_version();
         return self;
       }
       // Convert on the destination's device: from a pinned source the upload may run
       // asynchronously (the cast follows it on the same stream); a download lands in pageable
-      // staging memory first and waits.
+      // staging memory first and waits; a copy between GPUs is as above.
       Tensor staged = empty(dense.sizes(), TensorOptions(dense.dtype()).device(dd));
-      const bool async = sd.is_cpu() && async_copy(dense, dd, non_blocking);
+      const bool async = sd.is_cpu() ? async_copy(dense, dd, non_blocking) : dd.is_cuda() && non_blocking;
       k.copy_bytes(staged.raw_data(), dd, dense.raw_data(), sd, dense.nbytes(), async);
       return copy_(self, staged, non_blocking);
     }

@@ -32,7 +32,8 @@ struct CudaKernels {
   void (*cast)(DType to, DType from, const kernels::ElementwisePlan& plan);
   /// Copies bytes between any two devices (host<->device, device<->device) on the CUDA side's
   /// current stream. A copy with a host side waits for itself unless `async` (the host side is
-  /// pinned and its use recorded: Note [Pinned host memory]).
+  /// pinned and its use recorded: Note [Pinned host memory]); one between two GPUs is ordered with
+  /// both current streams and waits unless `async` (non_blocking; Note [Copies between devices]).
   void (*copy_bytes)(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes,
                      bool async);
   /// Row-major C[m,n] = alpha * op(A) op(B) + beta * C for float/double, strides in elements.

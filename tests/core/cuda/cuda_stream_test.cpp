@@ -39,9 +39,13 @@ TEST(CudaStream, ANonexistentDeviceIsAClearError) {
   const int n = cuda_device_count();
   try {
     new_stream(Device::cuda(n));
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+    FAIL() << "expected DeviceError";
+  } catch (const DeviceError& e) {
+    // "does not exist" with a GPU, "is not available" without one (core/device.cpp); both name
+    // the device and how many are visible.
+    const std::string what = e.what();
+    EXPECT_NE(what.find("new_stream: cuda:" + std::to_string(n) + " "), std::string::npos) << what;
+    EXPECT_NE(what.find(std::to_string(n) + " CUDA device(s) are visible"), std::string::npos) << what;
   }
 }
 

@@ -3,7 +3,9 @@
 // /usr/bin/python3, or $EMBER_BENCH_PYTHON) in the same run, runs alternating, on 1 and 2
 // threads: log_softmax forward; log_softmax + nll_loss forward and backward; cross_entropy
 // forward and backward; clip_grad_norm_(max_norm 0.25) over the word LM's parameter shapes
-// (4.65M floats). Prints `name value unit` lines: medians over EMBER_BENCH_LOSS_REPS runs
+// (4.65M floats, mostly three large tensors) and over many small ones (120 x [256, 256] and
+// 120 x [256]: 7.9M floats in 240 tensors, each below the size one tensor alone is split over
+// threads). Prints `name value unit` lines: medians over EMBER_BENCH_LOSS_REPS runs
 // (default 30) after warm-up, and ember/torch time ratios (below 1: ember is faster).
 #include <signal.h>
 
@@ -66,6 +68,14 @@ int main() {
     p.set_grad(randn(s));
     params.push_back(p);
   }
+  std::vector<Tensor> many_params;
+  for (int i = 0; i < 120; ++i) {
+    for (const IntList& s : {IntList{256, 256}, IntList{256}}) {
+      Tensor p = zeros(s).requires_grad_(true);
+      p.set_grad(randn(s));
+      many_params.push_back(p);
+    }
+  }
 
   struct Case {
     const char* name;   // torch command
@@ -85,6 +95,7 @@ int main() {
          nn::functional::cross_entropy(xg, target).backward();
        }},
       {"clip_grad_norm", "clip_grad_norm_wordlm", [&] { nn::utils::clip_grad_norm_(params, 0.25); }},
+      {"clip_grad_norm_many", "clip_grad_norm_240_small", [&] { nn::utils::clip_grad_norm_(many_params, 0.25); }},
   };
 
   const char* py = std::getenv("EMBER_BENCH_PYTHON");

@@ -4,7 +4,8 @@ Started by bench/bench_loss.cpp as `python3 bench_loss_torch.py ROWS CLASSES`. C
 per line: `threads N` (torch.set_num_threads), `time CASE` (one timed run of CASE; replies with
 its wall time in ms), `quit`. CASE is log_softmax (forward), log_softmax_nll (log_softmax +
 nll_loss forward and backward), cross_entropy (forward and backward), clip_grad_norm (over the
-word LM's parameter shapes, max_norm 0.25).
+word LM's parameter shapes, max_norm 0.25), clip_grad_norm_many (over 120 x [256, 256] and
+120 x [256]).
 """
 import sys
 import time
@@ -22,6 +23,9 @@ def main():
     params = [torch.zeros(s, requires_grad=True) for s in shapes]
     for p in params:
         p.grad = torch.randn(p.shape)
+    many_params = [torch.zeros(s, requires_grad=True) for s in [(256, 256), (256,)] * 120]
+    for p in many_params:
+        p.grad = torch.randn(p.shape)
 
     def log_softmax():
         torch.log_softmax(x, 1)
@@ -37,8 +41,11 @@ def main():
     def clip():
         torch.nn.utils.clip_grad_norm_(params, 0.25)
 
+    def clip_many():
+        torch.nn.utils.clip_grad_norm_(many_params, 0.25)
+
     cases = {"log_softmax": log_softmax, "log_softmax_nll": log_softmax_nll, "cross_entropy": cross_entropy,
-             "clip_grad_norm": clip}
+             "clip_grad_norm": clip, "clip_grad_norm_many": clip_many}
     print("ready", torch.__version__, flush=True)
     for line in sys.stdin:
         cmd = line.split()

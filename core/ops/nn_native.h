@@ -37,12 +37,15 @@ Tensor class_loss_backward(const IntList& input_sizes, DType dtype, const Tensor
 // ---- norms over many tensors (clip_grad_norm_) -------------------------------------------------
 
 /// The norm_type-norm of all elements of all `tensors` together (inf: max |x|, -inf: min |x|),
-/// in one pass over each tensor, accumulated in double. 0 for no elements. CUDA tensors of one
+/// accumulated in double; the CPU tensors in one parallel pass over all of them, the same result
+/// on any thread count (Note [One pass over many tensors] in core/kernels/cpu/norm.cpp). 0 for
+/// no elements. CUDA tensors of one
 /// device are reduced by one CUB reduction over all of them, read back once (Note [Multi-tensor
 /// launches] in core/kernels/multi_tensor.h); tensors may be on several devices.
 double total_norm(const std::vector<Tensor>& tensors, double norm_type);
-/// t *= scale for every tensor (bumps their versions): one pass each on CPU, one multi-tensor
-/// launch per CUDA device for contiguous float32/float64 tensors.
+/// t *= scale for every tensor (bumps their versions): one parallel pass over all contiguous
+/// float32/float64 CPU tensors together, one multi-tensor launch per CUDA device for such
+/// CUDA tensors, an element-wise mul_ for any other.
 void scale_all_(const std::vector<Tensor>& tensors, double scale);
 
 // ---- embedding, layer_norm, row gathers ----------------------------------------------------------

@@ -25,6 +25,8 @@ kernels::MultiTensorEntry entry_of(const Tensor& t) {
   return e;
 }
 
+kernels::cpu::NormSpan span_of(const Tensor& t) { return {t.dtype(), t.raw_data(), t.numel()}; }
+
 }  // namespace
 
 double total_norm(const std::vector<Tensor>& tensors, double norm_type) {
@@ -32,7 +34,7 @@ double total_norm(const std::vector<Tensor>& tensors, double norm_type) {
   const kernels::NormCombineF combine{kind};
   double acc = kernels::norm_identity(kind);
   bool any = false;
-  std::vector<double> partials;
+  std::vector<Tensor> on_cpu;                  // contiguous float copies, kept alive for the pass
   std::map<int, std::vector<Tensor>> on_cuda;  // contiguous float copies per CUDA device
   for (const Tensor& t0 : tensors) {
     if (!t0.defined() || t0.numel() == 0) continue;
@@ -43,10 +45,13 @@ double total_norm(const std::vector<Tensor>& tensors, double norm_type) {
       continue;
     }
     EMBER_CHECK_T(NotImplementedError, t.device().is_cpu(), "total_norm: no kernel for ", t.device());
-    partials.assign(static_cast<size_t>((t.numel() + kernels::cpu::kNormChunk - 1) / kernels::cpu::kNormChunk), 0.0);
-    kernels::cpu::norm_partials(t.dtype(), t.raw_data(), t.numel(), norm_type, partials.data());
-    for (double v : partials) acc = combine(acc, v);
+    on_cpu.push_back(std::move(t));
   }
+  // One parallel pass over all CPU tensors (Note [One pass over many tensors]), combined in
+  // tensor then chunk order.
+  std::vector<kernels::cpu::NormSpan> spans;
+  for (const Tensor& t : on_cpu) spans.push_back(span_of(t));
+  for (double v : kernels::cpu::norm_partials(spans, norm_type)) acc = combine(acc, v);
   for (const auto& [device_index, ts] : on_cuda) {
     std::vector<kernels::MultiTensorEntry> entries;
     for (const Tensor& t : ts) entries.push_back(entry_of(t));
@@ -58,20 +63,24 @@ double total_norm(const std::vector<Tensor>& tensors, double norm_type) {
 }
 
 void scale_all_(const std::vector<Tensor>& tensors, double scale) {
+  std::vector<Tensor> on_cpu;
   std::map<int, std::vector<Tensor>> on_cuda;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     Tensor h = t;
     const bool dense = h.is_contiguous() && is_float(h);
     if (dense && h.device().is_cpu()) {
-      kernels::cpu::scale_inplace(h.dtype(), h.raw_data(), h.numel(), scale);
-      h.bump_version();
+      on_cpu.push_back(h);
     } else if (dense && h.device().is_cuda() && detail::cuda_kernels() != nullptr) {
       on_cuda[h.device().index].push_back(h);
     } else {
       mul_(h, scale);
     }
   }
+  std::vector<kernels::cpu::NormSpan> spans;
+  for (const Tensor& t : on_cpu) spans.push_back(span_of(t));
+  kernels::cpu::scale_inplace(spans, scale);  // one parallel pass over all of them
+  for (Tensor& t : on_cpu) t.bump_version();
   for (const auto& [device_index, ts] : on_cuda) {
     std::vector<kernels::MultiTensorEntry> entries;
     for (const Tensor& t : ts) entries.push_back(entry_of(t));

@@ -57,31 +57,82 @@ EMBER_CPU_INLINE void scale_rows(float* x, int64_t n, float scale) {
 EMBER_CPU_ISA_VARIANTS(void, scale_f32, (float* x, int64_t n, float scale), (x, n, scale), scale_rows<kW>(x, n, scale))
 EMBER_CPU_ISA_VARIANTS(double, sum_squares_f32, (const float* x, int64_t n), (x, n), return sum_squares<kW>(x, n))
 
-void norm_partials(DType dtype, const void* x, int64_t n, double p, double* out) {
-  const int64_t chunks = (n + kNormChunk - 1) / kNormChunk;
-  parallel_for(0, chunks, n >= 4 * kNormChunk ? 1 : chunks, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t b = c * kNormChunk, len = std::min(kNormChunk, n - b);
-      if (dtype == kFloat32 && p == 2.0) {
-        out[c] = sum_squares_f32(static_cast<const float*>(x) + b, len);
-      } else if (dtype == kFloat32) {
-        out[c] = generic_partial(static_cast<const float*>(x) + b, len, p);
-      } else {
-        EMBER_INTERNAL_ASSERT(dtype == kFloat64, "norm_partials: dtype ", dtype);
-        out[c] = generic_partial(static_cast<const double*>(x) + b, len, p);
-      }
-    }
-  });
+// Note [One pass over many tensors]
+// clip_grad_norm_ sees many gradients, most of them small (biases, layer norms) and a few large.
+// Splitting each tensor over the pool on its own serializes the small ones and pays a pool
+// dispatch per large one; instead norm_partials and scale_inplace lay all tensors' elements end
+// to end and make one parallel_for over that range (pieces of at least kNormChunk elements, so
+// the work, not the tensor count, is balanced). For the norm, the unit of work stays one chunk
+// of one tensor (kNormChunk elements from a tensor's start; the last one shorter): a piece
+// computes the chunks that start inside it, each into its own slot, and the caller combines the
+// slots in tensor then chunk order. Chunk boundaries and combine order never depend on the
+// thread count, so neither does the result (clip_grad_test checks 1 against several threads).
+
+namespace {
+
+// Pieces of at least one chunk; under four chunks in all, the calling thread does everything
+// (the threshold a single tensor's norm had before this pass covered all of them).
+int64_t grain_for(int64_t total) { return total >= 4 * kNormChunk ? kNormChunk : std::max<int64_t>(total, 1); }
+
+double chunk_partial(DType dtype, const void* x, int64_t len, double p) {
+  if (dtype == kFloat32 && p == 2.0) return sum_squares_f32(static_cast<const float*>(x), len);
+  if (dtype == kFloat32) return generic_partial(static_cast<const float*>(x), len, p);
+  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "norm_partials: dtype ", dtype);
+  return generic_partial(static_cast<const double*>(x), len, p);
 }
 
-void scale_inplace(DType dtype, void* x, int64_t n, double scale) {
-  parallel_for(0, n, 4 * kNormChunk, [&](int64_t b, int64_t e) {
-    if (dtype == kFloat32) {
-      scale_f32(static_cast<float*>(x) + b, e - b, static_cast<float>(scale));
-    } else {
-      EMBER_INTERNAL_ASSERT(dtype == kFloat64, "scale_inplace: dtype ", dtype);
-      double* p = static_cast<double*>(x);
-      for (int64_t i = b; i < e; ++i) p[i] *= scale;
+void scale_range(DType dtype, void* x, int64_t n, double scale) {
+  if (dtype == kFloat32) {
+    scale_f32(static_cast<float*>(x), n, static_cast<float>(scale));
+  } else {
+    EMBER_INTERNAL_ASSERT(dtype == kFloat64, "scale_inplace: dtype ", dtype);
+    double* p = static_cast<double*>(x);
+    for (int64_t i = 0; i < n; ++i) p[i] *= scale;
+  }
+}
+
+}  // namespace
+
+std::vector<double> norm_partials(const std::vector<NormSpan>& spans, double p) {
+  struct Chunk {
+    int64_t start;  // in all spans' elements end to end
+    size_t span;
+    int64_t begin, len;  // within the span
+  };
+  std::vector<Chunk> chunks;
+  int64_t total = 0;
+  for (size_t s = 0; s < spans.size(); ++s) {
+    for (int64_t b = 0; b < spans[s].n; b += kNormChunk)
+      chunks.push_back({total + b, s, b, std::min(kNormChunk, spans[s].n - b)});
+    total += spans[s].n;
+  }
+  std::vector<double> out(chunks.size());
+  parallel_for(0, total, grain_for(total), [&](int64_t b, int64_t e) {
+    auto it = std::lower_bound(chunks.begin(), chunks.end(), b, [](const Chunk& c, int64_t v) { return c.start < v; });
+    for (; it != chunks.end() && it->start < e; ++it) {
+      const NormSpan& span = spans[it->span];
+      const void* x = static_cast<const char*>(span.x) + it->begin * static_cast<int64_t>(element_size(span.dtype));
+      out[static_cast<size_t>(it - chunks.begin())] = chunk_partial(span.dtype, x, it->len, p);
+    }
+  });
+  return out;
+}
+
+void scale_inplace(const std::vector<NormSpan>& spans, double scale) {
+  std::vector<int64_t> starts(spans.size());
+  int64_t total = 0;
+  for (size_t s = 0; s < spans.size(); ++s) {
+    starts[s] = total;
+    total += spans[s].n;
+  }
+  parallel_for(0, total, grain_for(total), [&](int64_t b, int64_t e) {
+    // The last span starting at or before b, then every span overlapping [b, e).
+    size_t s = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b) - starts.begin()) - 1;
+    for (; s < spans.size() && starts[s] < e; ++s) {
+      const int64_t lo = std::max(b, starts[s]) - starts[s], hi = std::min(e, starts[s] + spans[s].n) - starts[s];
+      if (hi <= lo) continue;
+      char* x = static_cast<char*>(spans[s].x) + lo * static_cast<int64_t>(element_size(spans[s].dtype));
+      scale_range(spans[s].dtype, x, hi - lo, scale);
     }
   });
 }

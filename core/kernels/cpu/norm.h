@@ -1,7 +1,9 @@
-// CPU kernels of native::total_norm and scale_all_: partial sums of |x|^p over fixed chunks of a tensor, so the
-// summation order (and the result) does not depend on the thread count.
+// CPU kernels of native::total_norm and scale_all_ over many tensors at once: partial sums of
+// |x|^p over fixed chunks of each tensor, so the summation order (and the result) does not
+// depend on the thread count; and the scaling. Stateless; each call may use the thread pool.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -10,11 +12,20 @@ namespace ember::kernels::cpu {
 /// Elements per partial sum.
 constexpr int64_t kNormChunk = 65536;
 
-/// For chunk i of the n elements of x (contiguous, float32/float64): out[i] = sum |x|^p
-/// (p == inf: max |x|, p == -inf: min |x|). out has ceil(n / kNormChunk) entries.
-void norm_partials(DType dtype, const void* x, int64_t n, double p, double* out);
+/// The contiguous elements of one tensor (float32 or float64).
+struct NormSpan {
+  DType dtype;
+  void* x;
+  int64_t n;
+};
 
-/// x *= scale over n contiguous elements (float32/float64), split over the thread pool.
-void scale_inplace(DType dtype, void* x, int64_t n, double scale);
+/// Partial results of every span: for each span in order, its chunks of kNormChunk elements in
+/// order, out[k] = sum |x|^p over chunk k (p == inf: max |x|, p == -inf: min |x|). One parallel
+/// pass: the elements of all spans together are split over the thread pool (Note [One pass over
+/// many tensors]); each chunk's result is the same whichever thread computes it.
+std::vector<double> norm_partials(const std::vector<NormSpan>& spans, double p);
+
+/// x *= scale over every span, in one parallel pass over all their elements together.
+void scale_inplace(const std::vector<NormSpan>& spans, double scale);
 
 }  // namespace ember::kernels::cpu

@@ -1,6 +1,7 @@
 #include "parallel/distributed/detail/reduce_kernels.h"
 
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "core/error.h"
@@ -46,15 +47,39 @@ void reduce_typed(ReduceOp op, void* dst, const void* a, const void* b, int64_t 
   }
 }
 
+bool is_power_of_two(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
 template <typename T>
 void divide_typed(void* dst_v, int64_t n, int64_t divisor) {
   T* dst = static_cast<T*>(dst_v);
   if constexpr (sizeof(T) == 2) {
     const float d = static_cast<float>(divisor);
     for (int64_t i = 0; i < n; ++i) dst[i] = T(static_cast<float>(dst[i]) / d);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (is_power_of_two(divisor)) {  // x * (1/2^k) is exactly x / 2^k, and far cheaper
+      const T inv = T(1) / static_cast<T>(divisor);
+      for (int64_t i = 0; i < n; ++i) dst[i] = dst[i] * inv;
+    } else {
+      const T d = static_cast<T>(divisor);
+      for (int64_t i = 0; i < n; ++i) dst[i] = dst[i] / d;
+    }
   } else {
     const T d = static_cast<T>(divisor);
     for (int64_t i = 0; i < n; ++i) dst[i] = dst[i] / d;
+  }
+}
+
+// dst = (dst + b) [/ divisor], copied to `copy`: float32/float64 SUM and AVG in one pass.
+template <typename T>
+void sum_last_typed(T* __restrict dst, const T* __restrict b, T* __restrict copy, int64_t n, int64_t divisor) {
+  if (divisor <= 1) {
+    for (int64_t i = 0; i < n; ++i) copy[i] = dst[i] = dst[i] + b[i];
+  } else if (is_power_of_two(divisor)) {
+    const T inv = T(1) / static_cast<T>(divisor);
+    for (int64_t i = 0; i < n; ++i) copy[i] = dst[i] = (dst[i] + b[i]) * inv;
+  } else {
+    const T d = static_cast<T>(divisor);
+    for (int64_t i = 0; i < n; ++i) copy[i] = dst[i] = (dst[i] + b[i]) / d;
   }
 }
 
@@ -100,6 +125,21 @@ void divide_by(DType dtype, void* dst, int64_t n, int64_t divisor) {
     default: break;
   }
   EMBER_THROW(TypeError, "reduce: unsupported dtype ", dtype);
+}
+
+void reduce_last_into(DType dtype, ReduceOp op, void* dst, const void* b, void* copy, int64_t n, int64_t divisor) {
+  if (n <= 0) return;
+  const int64_t d = op == ReduceOp::AVG ? divisor : 1;
+  const bool sum = op == ReduceOp::SUM || op == ReduceOp::AVG;
+  if (sum && copy != nullptr && dtype == DType::Float32) {
+    return sum_last_typed(static_cast<float*>(dst), static_cast<const float*>(b), static_cast<float*>(copy), n, d);
+  }
+  if (sum && copy != nullptr && dtype == DType::Float64) {
+    return sum_last_typed(static_cast<double*>(dst), static_cast<const double*>(b), static_cast<double*>(copy), n, d);
+  }
+  reduce_into(dtype, op, dst, dst, b, n);
+  if (op == ReduceOp::AVG) divide_by(dtype, dst, n, divisor);
+  if (copy != nullptr) std::memcpy(copy, dst, static_cast<size_t>(n) * element_size(dtype));
 }
 
 }  // namespace ember::parallel::detail

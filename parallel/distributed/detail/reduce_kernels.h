@@ -19,4 +19,10 @@ void reduce_into(DType dtype, ReduceOp op, void* dst, const void* a, const void*
 /// dst[i] /= divisor (AVG's last step; integers truncate toward zero).
 void divide_by(DType dtype, void* dst, int64_t n, int64_t divisor);
 
+/// A reduction's last step in one pass: dst[i] = dst[i] op b[i], divided by `divisor` when
+/// op is AVG, and also stored to copy[i] when copy is not null (b and copy must not overlap
+/// dst or each other).
+/// The same values as reduce_into, divide_by and a memcpy one after another.
+void reduce_last_into(DType dtype, ReduceOp op, void* dst, const void* b, void* copy, int64_t n, int64_t divisor);
+
 }  // namespace ember::parallel::detail

@@ -367,11 +367,11 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
         const int64_t len = std::min(piece_elems, len_all - done);
         const int64_t off = rb + off_all + done;  // in the block, as in the data areas
         uint8_t* dst = dst_all + done * esz;
+        const int last = r == n - 1 ? n - 2 : n - 1;  // its reduction also divides and publishes
         for (int p = 0; p < n; ++p) {
-          if (p != r) parallel::detail::reduce_into(dtype, op, dst, dst, shm.data(p) + off * esz, len);
+          if (p != r && p != last) parallel::detail::reduce_into(dtype, op, dst, dst, shm.data(p) + off * esz, len);
         }
-        if (op == ReduceOp::AVG) parallel::detail::divide_by(dtype, dst, len, n);
-        std::memcpy(my_data + off * esz, dst, static_cast<size_t>(len * esz));
+        parallel::detail::reduce_last_into(dtype, op, dst, shm.data(last) + off * esz, my_data + off * esz, len, n);
       }
     });
     detail::SharedMemory::publish(mine.reduced, k);

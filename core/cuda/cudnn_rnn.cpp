@@ -21,35 +21,19 @@ using native::detail::CudnnRnnBackend;
 using native::detail::CudnnRnnCall;
 using native::detail::CudnnRnnDesc;
 
-// Owners of cuDNN descriptors (destroyed at scope exit; a failed destroy is ignored there).
-struct TensorDesc {
-  cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc() { EMBER_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d)); }
-  ~TensorDesc() { (void)cudnnDestroyTensorDescriptor(d); }
-  TensorDesc(const TensorDesc&) = delete;
-  TensorDesc& operator=(const TensorDesc&) = delete;
+// Owner of a cuDNN descriptor (destroyed at scope exit; a failed destroy is ignored there).
+template <typename Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
+struct Desc {
+  Handle d = nullptr;
+  Desc() { EMBER_CUDNN_CHECK(Create(&d)); }
+  ~Desc() { (void)Destroy(d); }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
 };
-struct DataDesc {
-  cudnnRNNDataDescriptor_t d = nullptr;
-  DataDesc() { EMBER_CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&d)); }
-  ~DataDesc() { (void)cudnnDestroyRNNDataDescriptor(d); }
-  DataDesc(const DataDesc&) = delete;
-  DataDesc& operator=(const DataDesc&) = delete;
-};
-struct DropoutDesc {
-  cudnnDropoutDescriptor_t d = nullptr;
-  DropoutDesc() { EMBER_CUDNN_CHECK(cudnnCreateDropoutDescriptor(&d)); }
-  ~DropoutDesc() { (void)cudnnDestroyDropoutDescriptor(d); }
-  DropoutDesc(const DropoutDesc&) = delete;
-  DropoutDesc& operator=(const DropoutDesc&) = delete;
-};
-struct RnnDesc {
-  cudnnRNNDescriptor_t d = nullptr;
-  RnnDesc() { EMBER_CUDNN_CHECK(cudnnCreateRNNDescriptor(&d)); }
-  ~RnnDesc() { (void)cudnnDestroyRNNDescriptor(d); }
-  RnnDesc(const RnnDesc&) = delete;
-  RnnDesc& operator=(const RnnDesc&) = delete;
-};
+using TensorDesc = Desc<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using DataDesc = Desc<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
+using DropoutDesc = Desc<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+using RnnDesc = Desc<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
 
 cudnnDataType_t data_type(DType dt) {
   EMBER_CHECK_T(TypeError, dt == kFloat32 || dt == kFloat64, "cudnn_rnn: float32 or float64 expected, got ", dt);

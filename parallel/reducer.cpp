@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <unordered_set>
 
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -291,10 +292,8 @@ std::vector<Tensor> Reducer::direct_grads_locked(size_t index) const {
   if (hook_ || join_divisor_ || options_.gradient_as_bucket_view || !group_->supports_all_reduce_coalesced()) return {};
   const Bucket& b = buckets_[index];
   std::vector<Tensor> grads;
-  std::vector<const void*> storages;  // of those gradients
-  auto shared = [&](const Tensor& g) {
-    return g.numel() > 0 && std::find(storages.begin(), storages.end(), g.storage().data()) != storages.end();
-  };
+  std::unordered_set<const void*> storages;  // of those gradients
+  auto shared = [&](const Tensor& g) { return g.numel() > 0 && storages.count(g.storage().data()) > 0; };
   for (size_t i : b.params) {
     const Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -302,7 +301,7 @@ std::vector<Tensor> Reducer::direct_grads_locked(size_t index) const {
         g.numel() != p.numel() || shared(g)) {
       return {};
     }
-    if (g.numel() > 0) storages.push_back(g.storage().data());
+    if (g.numel() > 0) storages.insert(g.storage().data());
     grads.push_back(std::move(g));
   }
   // They are written in place while the other buckets may still read theirs: no other
@@ -401,25 +400,7 @@ void Reducer::finalize_locked() {
       Tensor avg = bucket_view(b.params[pos]);
       Tensor& g = params_[b.params[pos]].mutable_grad();
       if (options_.gradient_as_bucket_view) {
-        if (!g.defined() || g.raw_data() != avg.raw_data()) g = avg;  // Note [Direct buckets]
-// Where the backend reduces a list of tensors as one in place (supports_all_reduce_coalesced:
-// the tcp backend reads and writes them straight from its shared-memory all_reduce) and no comm
-// hook, join or gradient_as_bucket_view is in play, a complete bucket is all_reduced (AVG) in
-// its parameters' .grad tensors themselves: no copy into the flat buffer when a gradient is
-// ready, no copy back (and no division) at the end of backward. On ember-bench-ddp's LSTM that
-// was two passes over 3.2 MB per step on the training thread, most of what DDP added to a
-// step. A bucket falls back to its flat buffer when one of its gradients is missing or marked
-// unused (find_unused_parameters), is not a contiguous tensor of its parameter's dtype, device
-// and size, or shares its memory with another parameter's gradient (one tensor set as two
-// .grad: reduced in place it would be averaged twice); the two forms are the same collective
-// (all_reduce_coalesced's contract), so ranks may choose differently for the same bucket. The
-// gradients are final once their hook ran (DDP rejects a second one per iteration), and the
-// all_reduce writes them in place as the copy back did, only earlier: a .grad read before
-// backward returned may already hold the average. The flat buffer of a bucket is allocated
-// when a bucket first needs it, so with direct buckets DDP keeps no second copy of the
-// gradients (gradient_as_bucket_view's buffers are made at construction).
-
-// Note [Gradient as bucket view]
+        if (!g.defined() || g.raw_data() != avg.raw_data()) g = avg;  // Note [Gradient as bucket view]
       } else if (!g.defined()) {
         g = native::clone(avg);
       } else {

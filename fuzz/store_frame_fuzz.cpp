@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,25 @@ namespace wire = ember::parallel::detail;
 // A fresh server every kInputsPerServer inputs keeps the key space (which SETs grow) small.
 constexpr int kInputsPerServer = 5000;
 
+// A connect interrupted by a signal (libFuzzer's -timeout alarm fires every second) goes on in
+// the background: wait up to 10 s for it and take its result, as a second connect() may not.
+// False (errno set) when it failed or did not finish: the server is dead or hung.
+bool connect_finished_after_eintr(int fd) {
+  if (errno != EINTR) return false;
+  pollfd pfd{fd, POLLOUT, 0};
+  int r;
+  do {
+    r = ::poll(&pfd, 1, 10'000);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) errno = ETIMEDOUT;
+  if (r <= 0) return false;
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return false;
+  errno = err;
+  return err == 0;
+}
+
 int connect_to(uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) std::abort();
@@ -38,7 +58,7 @@ int connect_to(uint16_t port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && !connect_finished_after_eintr(fd)) {
     std::perror("store_frame_fuzz: connect to the server (did it die?)");
     std::abort();
   }

@@ -61,7 +61,8 @@ inline size_t batch_mappings() {
 
 /// Names in /dev/shm that contain "ember" and `pid` between underscores: what a DataLoader in
 /// process `pid` would have left there, had its batches had names ("ember_dl_<pid>_..." until
-/// issue 19). Filtered by pid because other processes on the machine may use /dev/shm.
+/// issue 19). Filtered by pid because other processes on the machine may use /dev/shm; pid 0:
+/// every "ember" name.
 inline std::vector<std::string> ember_devshm_entries_of(pid_t pid) {
   std::vector<std::string> out;
   const std::string tag = "_" + std::to_string(pid) + "_";
@@ -69,7 +70,7 @@ inline std::vector<std::string> ember_devshm_entries_of(pid_t pid) {
   if (!d) return out;
   while (dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
-    if (name.find("ember") != std::string::npos && name.find(tag) != std::string::npos) out.push_back(name);
+    if (name.find("ember") != std::string::npos && (pid == 0 || name.find(tag) != std::string::npos)) out.push_back(name);
   }
   ::closedir(d);
   return out;

@@ -167,17 +167,35 @@ void rnn_check_config(const RnnConfig& c) {
 
 void rnn_register_parameters(Module& m, const RnnConfig& c) {
   const int64_t G = gate_count(c.mode), H = c.hidden_size, D = c.num_directions();
+  // Note [RNN flat weights]: the parameters are born as views of one buffer, in registration
+  // order, so the module is flat without a copy. (Registering separate tensors and flattening
+  // after copied every weight once per construction, and DataParallel builds a replica per
+  // device every step: 0.4 ms per step on ember-bench-dp's model before CPU replicas alias.)
+  std::vector<std::pair<std::string, IntList>> shapes;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     for (int64_t d = 0; d < D; ++d) {
       const std::string suffix = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
       const int64_t in = l == 0 ? c.input_size : H * D;
-      m.register_parameter("weight_ih" + suffix, empty({G * H, in}));
-      m.register_parameter("weight_hh" + suffix, empty({G * H, H}));
+      shapes.emplace_back("weight_ih" + suffix, IntList{G * H, in});
+      shapes.emplace_back("weight_hh" + suffix, IntList{G * H, H});
       if (c.bias) {
-        m.register_parameter("bias_ih" + suffix, empty({G * H}));
-        m.register_parameter("bias_hh" + suffix, empty({G * H}));
+        shapes.emplace_back("bias_ih" + suffix, IntList{G * H});
+        shapes.emplace_back("bias_hh" + suffix, IntList{G * H});
       }
     }
+  }
+  int64_t total = 0;
+  for (const auto& [name, sizes] : shapes) {
+    total = ember::detail::checked_add(total, numel_of(sizes, module_name(c.mode)), module_name(c.mode), sizes,
+                                       "the parameter count");
+  }
+  NoGradGuard no_grad;
+  const Tensor flat = empty({total});
+  int64_t off = 0;
+  for (const auto& [name, sizes] : shapes) {
+    const int64_t numel = numel_of(sizes, module_name(c.mode));
+    m.register_parameter(name, native::view(native::narrow(flat, 0, off, numel), sizes));
+    off += numel;
   }
   rnn_reset_parameters(m, c);
 }

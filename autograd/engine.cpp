@@ -173,13 +173,12 @@ class Workers {
   ReadyQueue* queues_[2 * kMaxDevicesPerType] = {};  // guarded by mu_
 };
 
-// Pushes onto a stack run back to front (most recent first) keeping AccumulateGrad on top: it
-// goes to the back, the others below the AccumulateGrad tasks already there.
+// Pushes onto a stack run back to front, kept in the order of Note [Ready order] as the
+// workers' priority queues are: ascending priority, so AccumulateGrad is on top and then the
+// node created last; among equal priorities the task pushed last runs first.
 void push_ready(std::vector<NodeTask>& stack, NodeTask&& t) {
   auto pos = stack.end();
-  if (t.priority != kAccumulatePriority) {
-    while (pos != stack.begin() && std::prev(pos)->priority == kAccumulatePriority) --pos;
-  }
+  while (pos != stack.begin() && std::prev(pos)->priority > t.priority) --pos;
   stack.insert(pos, std::move(t));
 }
 

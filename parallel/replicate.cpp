@@ -12,14 +12,23 @@
 
 // Note [Replica parameters]
 // A replica is module.clone(devices[i]): its parameters are fresh leaves holding copies of the
-// values. replicate then records one BroadcastBackward node whose inputs are the original
-// parameters (edges to their AccumulateGrad) and whose outputs are every replica's parameters:
+// values. replicate then records BroadcastBackward nodes whose inputs are the original
+// parameters (edges to their AccumulateGrad) and whose outputs are the replicas' parameters:
 // set_history edits each replica parameter's AutogradMeta in place (requires_grad, grad_fn = the
 // node, output_nr = its index), so the Tensor handles the replica's layers hold (the same
 // TensorImpl) record history through it. Each replica's backward runs on its own device's
-// engine thread, concurrently; the node runs once all of them have delivered, and sums the N
-// gradients of each original parameter on the original's device and dtype, as PyTorch's
-// Broadcast / ReduceAddCoalesced do.
+// engine thread, concurrently; a node runs once all of them have delivered its gradients, and
+// sums the N gradients of each original parameter on the original's device and dtype, as
+// PyTorch's Broadcast / ReduceAddCoalesced do.
+// Note [Replica gradient sum per parameter]: there is one node per original parameter (outputs:
+// that parameter's copy in each replica), except on the NCCL path below, which sums every
+// parameter in one node to reduce whole buckets. A parameter's sum then runs as soon as every
+// replica has produced its gradient, while the replicas still compute the earlier layers'
+// gradients: the node was created in replicate(), before the forward, so it is the oldest ready
+// node on its device and runs when that device's thread has nothing else ready (Note [Ready
+// order] in autograd/engine.cpp), i.e. in the time the thread would wait for the slower replica.
+// One node for everything summed all of a step's gradients after the last replica finished:
+// 0.4 ms of one thread, the other idle, per step of ember-bench-dp's model.
 // Note [Replica gradient sum]: the sum goes replica by replica in device-list order, so the
 // result does not depend on which replica finished first. (One node per replica, summed in the
 // engine's input buffer, added in arrival order: with 3 devices (a + b) + c and (a + c) + b
@@ -116,6 +125,46 @@ std::vector<nn::detail::ParameterCopies> broadcast_parameters(const std::vector<
   return copies;
 }
 
+// Whether BroadcastBackward may sum through NCCL (reduce_over_nccl): every original on one
+// GPU, and NCCL carrying copies between `devices`. Decided when the graph is recorded, so the
+// per-parameter nodes below are used wherever NCCL cannot be.
+bool sum_over_nccl(const std::vector<GradTarget>& targets, const std::vector<Device>& devices) {
+  if (targets.empty() || devices.size() < 2) return false;
+  const Device dst = targets[0].device;
+  for (const GradTarget& t : targets) {
+    if (t.device != dst) return false;
+  }
+  return comm::detail::use_nccl(devices, dst, kFloat32) && comm::detail::nccl_ready(devices);
+}
+
+// Records a BroadcastBackward node whose inputs are `inputs` (originals, with their `targets`)
+// and whose outputs are `outputs` (replica parameters, replica-major; output o feeds input
+// output_input[o]). Note [Replica parameters].
+void record_broadcast_backward(std::vector<GradTarget> targets, std::vector<size_t> output_input,
+                               const std::vector<Device>& devices, const std::vector<const Tensor*>& inputs,
+                               const std::vector<Tensor*>& outputs) {
+  auto node = std::make_shared<autograd::FunctionNode>(
+      "BroadcastBackward", [targets = std::move(targets), output_input = std::move(output_input), devices](
+                               autograd::FunctionNode& n, autograd::TensorList& g) {
+        if (auto r = reduce_over_nccl(targets, output_input, devices, n, g)) return std::move(*r);
+        // Note [Replica gradient sum]: outputs are replica-major, so each input's gradient is
+        // summed replica by replica, in device-list order.
+        autograd::TensorList r(targets.size());
+        for (size_t o = 0; o < output_input.size() && o < g.size(); ++o) {
+          const size_t k = output_input[o];
+          if (!n.needs_input_grad(k) || !g[o].defined()) continue;
+          const GradTarget& to = targets[k];
+          const Tensor& gi = g[o];
+          Tensor here = gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
+                            ? nn::detail::alias_on_cpu_device(gi, to.device)
+                            : native::to(gi, to.device, to.dtype);
+          r[k] = r[k].defined() ? native::add(r[k], here) : here;
+        }
+        return r;
+      });
+  autograd::set_history(node, inputs, outputs);
+}
+
 }  // namespace
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices) {
@@ -178,27 +227,19 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
       inputs.push_back(&originals[j]);
       targets.push_back({originals[j].device(), originals[j].dtype()});
     }
-    std::vector<Tensor*> outputs;
-    for (Tensor& p : replica_params) outputs.push_back(&p);
-    auto node = std::make_shared<autograd::FunctionNode>(
-        "BroadcastBackward", [targets, output_input, devices](autograd::FunctionNode& n, autograd::TensorList& g) {
-          if (auto r = reduce_over_nccl(targets, output_input, devices, n, g)) return std::move(*r);
-          // Note [Replica gradient sum]: outputs are replica-major, so each input's gradient is
-          // summed replica by replica, in device-list order.
-          autograd::TensorList r(targets.size());
-          for (size_t o = 0; o < output_input.size() && o < g.size(); ++o) {
-            const size_t k = output_input[o];
-            if (!n.needs_input_grad(k) || !g[o].defined()) continue;
-            const GradTarget& to = targets[k];
-            const Tensor& gi = g[o];
-            Tensor here = gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
-                              ? nn::detail::alias_on_cpu_device(gi, to.device)
-                              : native::to(gi, to.device, to.dtype);
-            r[k] = r[k].defined() ? native::add(r[k], here) : here;
-          }
-          return r;
-        });
-    autograd::set_history(node, inputs, outputs);
+    if (sum_over_nccl(targets, devices)) {
+      std::vector<Tensor*> outputs;
+      for (Tensor& p : replica_params) outputs.push_back(&p);
+      record_broadcast_backward(std::move(targets), std::move(output_input), devices, inputs, outputs);
+    } else {
+      // Note [Replica gradient sum per parameter]: one node per original parameter.
+      std::vector<std::vector<Tensor*>> outputs_of(tracked.size());
+      for (size_t o = 0; o < replica_params.size(); ++o) outputs_of[output_input[o]].push_back(&replica_params[o]);
+      for (size_t k = 0; k < tracked.size(); ++k) {
+        record_broadcast_backward({targets[k]}, std::vector<size_t>(outputs_of[k].size(), 0), devices, {inputs[k]},
+                                  outputs_of[k]);
+      }
+    }
   }
   return replicas;
 }

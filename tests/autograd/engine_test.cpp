@@ -362,6 +362,31 @@ TEST(Engine, AccumulateGradRunsAsSoonAsItsGradientIsComplete) {
   }
 }
 
+TEST(Engine, NodesReadyTogetherRunNewestFirstOnEveryThread) {
+  // Note [Ready order]: y = b + a with a created before b. The add's backward makes both ready
+  // at once, a's last (edge order); the newer, b, runs first all the same, on the calling
+  // thread (graph on cpu:0) as on a worker (graph on cpu:1).
+  for (const char* device : {"cpu:0", "cpu:1"}) {
+    SCOPED_TRACE(device);
+    std::vector<std::string> order;
+    std::mutex mu;
+    const TensorOptions on = TensorOptions(kFloat32).device(Device(device));
+    Tensor x = full({3}, 2.0, on).requires_grad_(true);
+    Tensor a = mul(x, 2.0);
+    Tensor b = mul(x, 3.0);
+    for (auto [t, name] : {std::pair{&a, "a"}, std::pair{&b, "b"}}) {
+      t->register_hook([&, name = std::string(name)](const Tensor& g) {
+        std::lock_guard<std::mutex> lk(mu);
+        order.push_back(name);
+        return g;
+      });
+    }
+    to(sum(add(b, a)), Device("cpu:0")).backward();
+    EXPECT_EQ(order, (std::vector<std::string>{"b", "a"}));
+    EXPECT_EQ(vec(x.grad()), (std::vector<float>{5, 5, 5}));
+  }
+}
+
 TEST(Engine, ReplicasOnTwoDevicesRunConcurrently) {
   // Two independent branches on cpu:0 and cpu:1 whose hooks wait for each other: this only
   // finishes if both device threads run at the same time.

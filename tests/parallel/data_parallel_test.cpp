@@ -347,6 +347,12 @@ TEST_P(DataParallelOnDevices, ReplicasAreBroadcastAliasesWhoseGradientsSumIntoTh
       EXPECT_TRUE(p.requires_grad());
       EXPECT_FALSE(p.is_leaf());
       EXPECT_EQ(p.grad_fn()->name(), "BroadcastBackward");
+      // Note [Replica gradient sum per parameter]: one node per original parameter, shared by
+      // that parameter's copies in every replica.
+      EXPECT_EQ(p.grad_fn().get(), replicas[0]->named_parameters()[j].second.grad_fn().get()) << params[j].first;
+      if (j > 0) {
+        EXPECT_NE(p.grad_fn().get(), params[j - 1].second.grad_fn().get()) << params[j].first;
+      }
       EXPECT_EQ(p.raw_data(), originals[j].second.raw_data()) << "a copy, not an alias";
       expect_near(p, originals[j].second, 0, params[j].first);
     }

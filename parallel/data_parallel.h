@@ -10,6 +10,7 @@
 // [L, B, H] is batched on dim 1, so use dim 1 — time-major — when a forward returns (h, c)).
 // Not thread-safe (a Module): one call at a time per DataParallel.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -30,13 +31,18 @@ namespace ember::parallel {
 std::vector<Device> default_data_parallel_devices();
 
 struct DataParallelOptions {
-  std::vector<Device> devices;         // empty: default_data_parallel_devices()
-  std::optional<Device> output_device;  // empty: devices[0]
+  std::optional<std::vector<Device>> devices;  // unset: default_data_parallel_devices()
+  std::optional<Device> output_device;          // unset: devices[0]
   int64_t dim = 0;                      // gather dim, and scatter dim of arguments without their own
   IntList scatter_dims;                 // argument k is split along scatter_dims[k] (when given)
 };
 
 namespace detail {
+/// DataParallel's construction checks (PyTorch raises at construction too): ValueError for an
+/// empty list or one mixing CPU and CUDA devices, DeviceError (check_device_exists) for a device
+/// or output_device that does not exist. A device listed twice is allowed, as in PyTorch: it gets
+/// two replicas (see Note [Replica threads] in parallel/parallel_apply.cpp).
+void check_data_parallel_devices(const std::vector<Device>& devices, const std::optional<Device>& output_device);
 /// Throws unless every parameter and buffer of `module` is on `device` (PyTorch's message).
 void check_module_on_device(const nn::Module& module, Device device);
 template <class T>
@@ -52,21 +58,22 @@ decltype(auto) to_device(T&& v, Device device) {
 template <class M>
 class DataParallel : public nn::Module {
  public:
-  /// Wraps `module`, whose parameters and buffers must be on devices[0] when called.
-  /// Throws ValueError for a null module or an empty/duplicated device list.
-  explicit DataParallel(std::shared_ptr<M> module, std::vector<Device> devices = {},
+  /// Wraps `module`, whose parameters and buffers must be on devices[0] when called. No device
+  /// list (or std::nullopt, PyTorch's None): default_data_parallel_devices(). Throws ValueError for
+  /// a null module, an empty device list or one mixing CPU and CUDA devices; DeviceError for a
+  /// device or output_device that does not exist. A device may be listed twice (as in PyTorch).
+  explicit DataParallel(std::shared_ptr<M> module, std::optional<std::vector<Device>> devices = std::nullopt,
                         std::optional<Device> output_device = std::nullopt, int64_t dim = 0)
       : DataParallel(std::move(module), DataParallelOptions{std::move(devices), output_device, dim, {}}) {}
+  /// The same with a braced list, e.g. {Device::cpu(0), Device::cpu(1)}; `{}` is an empty list.
+  DataParallel(std::shared_ptr<M> module, std::initializer_list<Device> devices,
+               std::optional<Device> output_device = std::nullopt, int64_t dim = 0)
+      : DataParallel(std::move(module), std::vector<Device>(devices), output_device, dim) {}
 
   DataParallel(std::shared_ptr<M> module, DataParallelOptions options) : nn::Module("DataParallel") {
     EMBER_CHECK_T(ValueError, module != nullptr, "DataParallel: the module is null");
-    devices_ = options.devices.empty() ? default_data_parallel_devices() : std::move(options.devices);
-    for (size_t i = 0; i < devices_.size(); ++i) {
-      for (size_t j = 0; j < i; ++j) {
-        EMBER_CHECK_T(ValueError, devices_[i] != devices_[j], "DataParallel: device ", devices_[i],
-                      " is listed twice in device_ids");
-      }
-    }
+    devices_ = options.devices ? std::move(*options.devices) : default_data_parallel_devices();
+    detail::check_data_parallel_devices(devices_, options.output_device);
     output_device_ = options.output_device ? *options.output_device : devices_[0];
     dim_ = options.dim;
     scatter_dims_ = std::move(options.scatter_dims);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cmath>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -22,6 +23,8 @@
 #include <vector>
 
 #include "autograd/function.h"
+#include "core/config.h"
+#include "core/error.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -790,9 +793,10 @@ INSTANTIATE_TEST_SUITE_P(CpuDevices, PackedLstmOnDevices, ::testing::Combine(::t
 INSTANTIATE_TEST_SUITE_P(CpuDevices, DataParallelOnDevices, ::testing::Values(2, 3),
                          [](const auto& info) { return std::to_string(info.param) + "dev"; });
 
-TEST(DataParallelCuda, ReplicasOnCudaAndCpuMatchTheCpuRun) {
+TEST(DataParallelCuda, ReplicasOnCudaMatchTheCpuRun) {
   if (!cuda_is_available()) GTEST_SKIP() << "no CUDA device";
-  std::vector<Device> devs{Device::cuda(0), cuda_device_count() > 1 ? Device::cuda(1) : Device::cpu(0)};
+  // One GPU: cuda:0 twice (a list may not mix CPU and CUDA; a repeated device is allowed).
+  std::vector<Device> devs{Device::cuda(0), Device::cuda(cuda_device_count() > 1 ? 1 : 0)};
   auto m = std::make_shared<Mlp>(3, 5, 2);
   Tensor x = seeded_randn({9, 3}, 80);
   Tensor ref = m->forward(x);
@@ -868,10 +872,117 @@ TEST(DataParallel, OutputDeviceAndDefaults) {
   Tensor out = to1(x);
   EXPECT_EQ(out.device(), Device::cpu(1));
   expect_near(out, m->forward(x));
-  EXPECT_THROW(DataParallel<Affine>(m, {Device::cpu(0), Device::cpu(0)}), ValueError);
+  DataParallel<Affine> by_options(m, DataParallelOptions{});  // no list in the options: the default too
+  EXPECT_EQ(by_options.device_ids(), cpus(2));
   auto keys = dp.state_dict();
   ASSERT_FALSE(keys.empty());
   EXPECT_EQ(keys[0].first, "module.weight");
+}
+
+// ---- construction checks: a bad device list fails when DataParallel is built (as PyTorch's
+// constructor does), not at the first forward.
+
+/// Runs `make`, which must throw exactly `E` (not a subclass of a sibling, not another type) whose
+/// message is `expected`.
+template <class E>
+void expect_construction_error(const std::function<void()>& make, const std::string& expected) {
+  try {
+    make();
+    ADD_FAILURE() << "DataParallel was built; expected: " << expected;
+  } catch (const E& e) {
+    EXPECT_EQ(e.message(), expected);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw another type: " << e.what() << "\nexpected: " << expected;
+  }
+}
+
+// What check_device_exists says exists for a missing CUDA device (as in device_error_test).
+std::string cuda_devices_that_exist() {
+  if (!EMBER_HAVE_CUDA) return " is not available: ember was built without CUDA, so no CUDA device exists "
+                               "(configure with -DEMBER_CUDA=ON)";
+  const int n = cuda_device_count();
+  if (n == 0) return " is not available: 0 CUDA device(s) are visible (no GPU or driver, or "
+                     "CUDA_VISIBLE_DEVICES hides them)";
+  return " does not exist: " + std::to_string(n) + " CUDA device(s) are visible (cuda:0" +
+         (n > 1 ? " to cuda:" + std::to_string(n - 1) : std::string()) + ")";
+}
+
+TEST(DataParallel, AMissingDeviceIsADeviceErrorAtConstruction) {
+  auto m = std::make_shared<Affine>(3, 2);
+  const Device past_cpu(DeviceType::CPU, 999);
+  expect_construction_error<DeviceError>(
+      [&] { DataParallel<Affine>(m, std::vector<Device>{Device::cpu(0), past_cpu}); },
+      "DataParallel: device_ids[1]: cpu:999 does not exist (logical CPU devices are cpu:0 to cpu:63)");
+  const Device missing_cuda = Device::cuda(cuda_device_count());  // cuda:0 without a GPU
+  expect_construction_error<DeviceError>(
+      [&] { DataParallel<Affine>(m, std::vector<Device>{missing_cuda}); },
+      "DataParallel: device_ids[0]: " + missing_cuda.str() + cuda_devices_that_exist());
+  // The options form checks the same list, and output_device too (of any type, as PyTorch's CPU
+  // output_device; only whether it exists).
+  DataParallelOptions o;
+  o.devices = cpus(2);
+  o.output_device = Device(DeviceType::CPU, kMaxDevicesPerType);
+  expect_construction_error<DeviceError>([&] { DataParallel<Affine>(m, o); },
+                                         "DataParallel: output_device: cpu:64 does not exist (logical CPU "
+                                         "devices are cpu:0 to cpu:63)");
+  expect_construction_error<DeviceError>(
+      [&] { DataParallel<Affine>(m, cpus(2), missing_cuda); },
+      "DataParallel: output_device: " + missing_cuda.str() + cuda_devices_that_exist());
+  DataParallel<Affine> last(m, std::vector<Device>{Device::cpu(kMaxDevicesPerType - 1)});  // the last one exists
+  EXPECT_EQ(last.device_ids()[0], Device::cpu(kMaxDevicesPerType - 1));
+}
+
+TEST(DataParallel, AnEmptyDeviceListIsValueError) {
+  auto m = std::make_shared<Affine>(3, 2);
+  const std::string expected =
+      "DataParallel: device_ids is empty (expected at least one device, or no list for the default: all CUDA "
+      "devices, else cpu:0 and cpu:1)";
+  expect_construction_error<ValueError>([&] { DataParallel<Affine>(m, std::vector<Device>{}); }, expected);
+  expect_construction_error<ValueError>([&] { DataParallel<Affine>(m, {}, Device::cpu(1)); }, expected);
+  DataParallel<Affine> no_list(m, std::nullopt, Device::cpu(1));  // no list (PyTorch's None): the default
+  EXPECT_EQ(no_list.device_ids(), cpus(2));
+  DataParallelOptions o;
+  o.devices = std::vector<Device>{};
+  expect_construction_error<ValueError>([&] { DataParallel<Affine>(m, o); }, expected);
+}
+
+TEST(DataParallel, MixedCpuAndCudaDevicesAreValueError) {
+  auto m = std::make_shared<Affine>(3, 2);
+  // Checked before whether the devices exist: the same error with or without a GPU.
+  expect_construction_error<ValueError>(
+      [&] { DataParallel<Affine>(m, std::vector<Device>{Device::cpu(0), Device::cpu(1), Device::cuda(0)}); },
+      "DataParallel: device_ids must be all CPU or all CUDA devices, but device_ids[0] is cpu:0 and device_ids[2] "
+      "is cuda:0");
+  expect_construction_error<ValueError>(
+      [&] { DataParallel<Affine>(m, std::vector<Device>{Device::cuda(0), Device::cpu(0)}); },
+      "DataParallel: device_ids must be all CPU or all CUDA devices, but device_ids[0] is cuda:0 and device_ids[1] "
+      "is cpu:0");
+}
+
+// PyTorch's DataParallel accepts a device listed twice (its broadcast hands the source device its
+// own tensor and copies to the rest; NCCL is skipped for such a list) and so does ember: each
+// occurrence gets its own replica and replica thread, and the gradients still sum to the
+// single-device run's.
+TEST(DataParallel, ADeviceListedTwiceGetsTwoReplicasAsInPyTorch) {
+  for (const std::vector<Device>& devs : {std::vector<Device>{Device::cpu(0), Device::cpu(0)},
+                                          std::vector<Device>{Device::cpu(0), Device::cpu(1), Device::cpu(1)}}) {
+    auto m = std::make_shared<Mlp>(3, 5, 2);
+    Tensor x = seeded_randn({9, 3}, 81);
+    Tensor target = seeded_randn({9, 2}, 82);
+    Tensor ref = m->forward(x);
+    sum(mul(ref, target)).backward();
+    auto ref_grads = grads_of(*m);
+    m->zero_grad();
+    DataParallel<Mlp> dp(m, devs);
+    EXPECT_EQ(dp.device_ids(), devs);
+    Tensor out = dp(x);
+    EXPECT_EQ(out.grad_fn()->name(), "GatherBackward");  // replicas ran, not the pass-through
+    expect_near(out, ref, kTol, "output over " + std::to_string(devs.size()) + " devices");
+    sum(mul(out, target)).backward();
+    auto grads = grads_of(*m);
+    ASSERT_EQ(grads.size(), ref_grads.size());
+    for (size_t j = 0; j < grads.size(); ++j) expect_near(grads[j], ref_grads[j], kTol, "grad " + std::to_string(j));
+  }
 }
 
 TEST(DataParallel, RepeatedCallsAndTrainEvalReachReplicas) {

@@ -26,6 +26,8 @@ namespace ember::kernels {
 // step computes what the CPU step computes, element for element.
 // The norm does not launch MultiTensorKernel: it reduces NormTermF over the virtual index space
 // chunk * chunk_elems + j (lanes past a chunk's end give the reduction's identity) with CUB.
+// The CPU norm (core/kernels/cpu/norm.cpp) takes its chunks from the same table, with its own
+// chunk size (kNormChunk).
 
 constexpr int kMultiTensorLists = 5;
 /// Elements per chunk of a launch (a block's work per pass).

@@ -3,12 +3,14 @@
 // float64 loops, at row lengths around every vector width and with -inf / NaN entries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "core/kernels/cpu/isa.h"
+#include "core/kernels/cpu/norm.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
@@ -192,6 +194,46 @@ TEST(CpuKernels, TotalNormDoesNotDependOnTheThreadCount) {
   const double three = native::total_norm({t}, 2.0);
   set_num_threads(saved);
   EXPECT_EQ(one, three);
+}
+
+// norm_partials' contract (core/kernels/cpu/norm.h): for each span in order, one result per
+// kNormChunk elements from the span's start (the last shorter, none for an empty span), each the
+// result the same chunk gives as a span of its own: the chunk boundaries and order, on 1 and 3
+// threads, float32 (the vector p = 2 path and the generic one) and float64.
+TEST(CpuKernels, NormPartialsAreOneResultPerChunkOfEachSpanInOrder) {
+  using kernels::cpu::kNormChunk;
+  using kernels::cpu::NormSpan;
+  std::vector<std::vector<float>> f32;
+  std::vector<std::vector<double>> f64;
+  std::vector<NormSpan> spans;
+  uint32_t seed = 40;
+  for (int64_t n : {int64_t{0}, int64_t{5}, kNormChunk, 2 * kNormChunk + 3, int64_t{0}, kNormChunk - 1}) {
+    f32.push_back(random_floats(n, seed++, -3.0f, 3.0f));
+  }
+  f64.push_back(std::vector<double>(f32[3].begin(), f32[3].end()));
+  for (auto& v : f32) spans.push_back({kFloat32, v.data(), static_cast<int64_t>(v.size())});
+  spans.insert(spans.begin() + 2, NormSpan{kFloat64, f64[0].data(), static_cast<int64_t>(f64[0].size())});
+  const int saved = get_num_threads();
+  for (int threads : {1, 3}) {
+    set_num_threads(threads);
+    for (double p : {2.0, 1.0, double(INFINITY)}) {
+      const std::vector<double> out = kernels::cpu::norm_partials(spans, p);
+      size_t k = 0;
+      for (const NormSpan& s : spans) {
+        for (int64_t b = 0; b < s.n; b += kNormChunk, ++k) {
+          const NormSpan chunk{s.dtype, static_cast<char*>(s.x) + b * static_cast<int64_t>(element_size(s.dtype)),
+                               std::min(kNormChunk, s.n - b)};
+          if (k >= out.size()) continue;  // counted; the size check below fails
+          EXPECT_EQ(out[k], kernels::cpu::norm_partials({chunk}, p)[0])
+              << "chunk " << k << " (elements " << b << ".. of a span of " << s.n << "), p=" << p << ", " << threads
+              << " threads";
+        }
+      }
+      EXPECT_EQ(out.size(), k) << "p=" << p;
+    }
+  }
+  set_num_threads(saved);
+  EXPECT_TRUE(kernels::cpu::norm_partials({}, 2.0).empty());
 }
 
 TEST(CpuKernels, ScaleAllEqualsMulBitForBitAndBumpsVersions) {

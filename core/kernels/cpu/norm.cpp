@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/kernels/cpu/isa.h"
 #include "core/kernels/cpu/vec_math.h"
+#include "core/kernels/multi_tensor.h"
 #include "core/kernels/norm.h"
 #include "core/thread_pool.h"
 
@@ -63,7 +64,8 @@ EMBER_CPU_ISA_VARIANTS(double, sum_squares_f32, (const float* x, int64_t n), (x,
 // dispatch per large one; instead norm_partials and scale_inplace lay all tensors' elements end
 // to end and make one parallel_for over that range (pieces of at least kNormChunk elements, so
 // the work, not the tensor count, is balanced). For the norm, the unit of work stays one chunk
-// of one tensor (kNormChunk elements from a tensor's start; the last one shorter): a piece
+// of one tensor (kNormChunk elements from a tensor's start; the last one shorter: the chunk table
+// of multi_tensor_chunks, Note [Multi-tensor launches], with kNormChunk per chunk): a piece
 // computes the chunks that start inside it, each into its own slot, and the caller combines the
 // slots in tensor then chunk order. Chunk boundaries and combine order never depend on the
 // thread count, so neither does the result (clip_grad_test checks 1 against several threads).
@@ -94,25 +96,29 @@ void scale_range(DType dtype, void* x, int64_t n, double scale) {
 }  // namespace
 
 std::vector<double> norm_partials(const std::vector<NormSpan>& spans, double p) {
-  struct Chunk {
-    int64_t start;  // in all spans' elements end to end
-    size_t span;
-    int64_t begin, len;  // within the span
-  };
-  std::vector<Chunk> chunks;
+  // The CUDA norm's chunk table (multi_tensor_chunks: each span's chunks from its start, in span
+  // order) with kNormChunk elements per chunk, plus where each chunk starts among all spans'
+  // elements end to end, for the pieces of the parallel_for below.
+  std::vector<MultiTensorEntry> entries(spans.size());
+  std::vector<int64_t> span_start(spans.size());
   int64_t total = 0;
   for (size_t s = 0; s < spans.size(); ++s) {
-    for (int64_t b = 0; b < spans[s].n; b += kNormChunk)
-      chunks.push_back({total + b, s, b, std::min(kNormChunk, spans[s].n - b)});
+    entries[s].numel = spans[s].n;
+    span_start[s] = total;
     total += spans[s].n;
   }
+  const std::vector<MultiTensorChunk> chunks = multi_tensor_chunks(entries, kNormChunk);
+  std::vector<int64_t> chunk_start(chunks.size());
+  for (size_t c = 0; c < chunks.size(); ++c)
+    chunk_start[c] = span_start[static_cast<size_t>(chunks[c].tensor)] + chunks[c].begin;
   std::vector<double> out(chunks.size());
   parallel_for(0, total, grain_for(total), [&](int64_t b, int64_t e) {
-    auto it = std::lower_bound(chunks.begin(), chunks.end(), b, [](const Chunk& c, int64_t v) { return c.start < v; });
-    for (; it != chunks.end() && it->start < e; ++it) {
-      const NormSpan& span = spans[it->span];
-      const void* x = static_cast<const char*>(span.x) + it->begin * static_cast<int64_t>(element_size(span.dtype));
-      out[static_cast<size_t>(it - chunks.begin())] = chunk_partial(span.dtype, x, it->len, p);
+    // The chunks that start inside [b, e).
+    size_t c = static_cast<size_t>(std::lower_bound(chunk_start.begin(), chunk_start.end(), b) - chunk_start.begin());
+    for (; c < chunks.size() && chunk_start[c] < e; ++c) {
+      const NormSpan& span = spans[static_cast<size_t>(chunks[c].tensor)];
+      const void* x = static_cast<const char*>(span.x) + chunks[c].begin * static_cast<int64_t>(element_size(span.dtype));
+      out[c] = chunk_partial(span.dtype, x, chunks[c].len, p);
     }
   });
   return out;

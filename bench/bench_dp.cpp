@@ -4,8 +4,14 @@
 // pad_packed_sequence(total_length=50) ->
 // Linear(256, 64) -> cross_entropy over the valid positions -> Adam — at batch 128, timed on
 // one device (cpu:0) and under DataParallel over cpu:0, cpu:1, with one intra-op thread
-// (set_num_threads(1)): every device runs on one core. The two configurations alternate
-// repetition by repetition so a loaded host slows both alike; medians are printed:
+// (set_num_threads(1)): every device runs on one core. The configurations alternate
+// repetition by repetition so a loaded host slows them alike, and in each repetition every
+// configuration steps twice, on two different batches, and only its second step is timed: a
+// timed step starts as a training loop's steps do, after a step of the same model, not after
+// another model's step that left its own parameters, optimizer state and activations in the
+// caches and the allocator (with one step each, the step after another model's cost
+// DataParallel's two replicas, which read one model from two cores, 2-4% more than two plain
+// copies; EMBER_BENCH_DP_WARM=0 times that way, one step each, to compare). Medians are printed:
 //   dp_step_ms_1dev, dp_step_ms_2dev (ms per step), dp_scaling_2dev (1dev / 2dev, the
 //   throughput ratio), and dp_cpu_ms_1dev / dp_cpu_ms_2dev (process CPU time per step, all
 //   threads): on a loaded host the wall times mean little, the CPU times still show what
@@ -21,7 +27,8 @@
 //   other two configurations too. dp_plain_concurrent_cpu_ms_2dev is its process CPU time, and
 //   dp_cpu_vs_plain_concurrent_2dev = that / dp_cpu_ms_2dev: the CPU work DataParallel adds,
 //   which a loaded host does not blur as it blurs the wall times.
-//   EMBER_BENCH_DP_REPS overrides the repetition count (default 9).
+//   The two 2-device configurations take turns going first (DataParallel in even repetitions,
+//   the plain copies in odd ones). EMBER_BENCH_DP_REPS overrides the repetition count (default 10).
 // --devices cuda:0,cuda:1,... (two or more GPUs) times the same model on GPUs instead: the step
 // on the first GPU alone and under DataParallel over the list, at batch EMBER_BENCH_DP_GPU_BATCH
 // (default 512, split across the GPUs), alternating, each step ending with every listed device's
@@ -60,6 +67,13 @@
 #include "nn/utils/rnn.h"
 #include "parallel/data_parallel.h"
 #include "bench/tagger_model.h"
+
+#include <sched.h>
+#include <cstdlib>
+static inline void scratch_pin(int core) {
+  if (!std::getenv("SCRATCH_PIN")) return;
+  cpu_set_t s; CPU_ZERO(&s); CPU_SET(core % 2, &s); sched_setaffinity(0, sizeof(s), &s);
+}
 
 namespace {
 
@@ -239,7 +253,7 @@ int main(int argc, char** argv) {
   }
   set_num_threads(1);
   const double load_before = load_average();
-  int reps = 9;
+  int reps = 10;
   if (const char* r = std::getenv("EMBER_BENCH_DP_REPS")) reps = std::max(1, std::atoi(r));
   if (!gpu_devices.empty()) return run_gpus(gpu_devices, reps);
 
@@ -282,7 +296,9 @@ int main(int argc, char** argv) {
   bool stop = false;    // written before `go` by this thread, read after it by the helper
   size_t helper_batch = 0;
   double helper_ms = 0;  // written by the helper before `done`, read after it here
+  scratch_pin(0);
   std::thread helper([&] {
+    scratch_pin(1);
     for (;;) {
       go.arrive_and_wait();
       if (stop) return;
@@ -305,14 +321,34 @@ int main(int argc, char** argv) {
   }
   const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
   std::vector<double> t1, t2, t3, cpu1, cpu2, cpu3, main2, fwd2_0, fwd2_1, other2;
+  const char* warm_env = std::getenv("EMBER_BENCH_DP_WARM");
+  const bool warm = warm_env == nullptr || std::string(warm_env) != "0";
   for (int r = 0; r < reps; ++r) {
-    const Batch& b = batches[static_cast<size_t>(r) % batches.size()];
-    auto a0 = all_thread_cpu_ms();
+    const size_t k = static_cast<size_t>(r) % batches.size();
+    const size_t before = (k + batches.size() - 1) % batches.size();  // the untimed step's batch
+    const Batch& b = batches[k];
+    if (warm) step_ms(one, adam1, batches[before]);
     StepTime s1 = step_ms(one, adam1, b);
-    auto a1 = all_thread_cpu_ms();
-    StepTime s2 = step_ms(two, adam2, b);
-    auto a2 = all_thread_cpu_ms();
-    const StepTime s3 = concurrent_step(static_cast<size_t>(r) % batches.size());
+    auto run_dp = [&](std::map<pid_t, double>& a1, std::map<pid_t, double>& a2) {
+      if (warm) step_ms(two, adam2, batches[before]);
+      a1 = all_thread_cpu_ms();
+      StepTime s = step_ms(two, adam2, b);
+      a2 = all_thread_cpu_ms();
+      return s;
+    };
+    auto run_plain = [&] {
+      if (warm) concurrent_step(before);
+      return concurrent_step(k);
+    };
+    std::map<pid_t, double> a1, a2;
+    StepTime s2, s3;
+    if (r % 2 == 0) {
+      s2 = run_dp(a1, a2);
+      s3 = run_plain();
+    } else {
+      s3 = run_plain();
+      s2 = run_dp(a1, a2);
+    }
     t3.push_back(s3.wall_ms);
     cpu3.push_back(s3.cpu_ms);
     t1.push_back(s1.wall_ms);
@@ -344,7 +380,10 @@ int main(int argc, char** argv) {
   go.arrive_and_wait();
   helper.join();
   double m1 = median(t1), m2 = median(t2), m3 = median(t3);
-  std::printf("# load average %.2f before, %.2f after (2 cores wanted idle)\n", load_before, load_average());
+  std::printf("# load average %.2f before, %.2f after (2 cores wanted idle); %d repetitions, %s\n", load_before,
+              load_average(), reps,
+              warm ? "each timed step after an untimed step of the same configuration"
+                   : "one step of each configuration per repetition (EMBER_BENCH_DP_WARM=0)");
   std::printf("dp_step_ms_1dev %.2f ms\n", m1);
   std::printf("dp_step_ms_2dev %.2f ms\n", m2);
   std::printf("dp_scaling_2dev %.3f x\n", m1 / m2);

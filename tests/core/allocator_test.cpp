@@ -10,7 +10,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cinttypes>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <random>
 #include <string>
@@ -419,6 +422,66 @@ TEST(Allocator, ForkWhileOtherThreadAllocatesDoesNotDeadlockChild) {  // cpu:29
   stop = true;
   busy.join();
   EXPECT_EQ(bad_children, 0);
+}
+
+// The VmFlags line of the /proc/self/smaps mapping that holds `p` ("" when none does).
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = lo <= addr && addr < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+bool kernel_has_thp() { return std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good(); }
+
+// Note [Huge pages for CPU segments]: a block that starts a fresh small-pool (2 MiB) or
+// large-pool (20 MiB) segment sits on a 2 MiB boundary, and the kernel has the segment marked
+// for huge pages ("hg"); with EMBER_CPU_HUGEPAGES=0 (read once per process, so checked in a
+// child process: this binary run again on the test below) nothing is marked.
+TEST(Allocator, WholeMiBSegmentsAreHugePageAligned) {  // cpu:30
+  const char* env = std::getenv("EMBER_CPU_HUGEPAGES");
+  const bool off = env != nullptr && std::string(env) == "0";
+  DataPtr small = alloc(30, 600 * kKiB);  // a new 2 MiB small-pool segment
+  DataPtr large = alloc(30, 4 * kMiB);    // a new 20 MiB large-pool segment
+  EXPECT_EQ(memory_stats(Device::cpu(30)).num_segments, 2);
+  for (const DataPtr* p : {&small, &large}) {
+    const std::string flags = vm_flags_of(p->get());
+    if (off) {
+      EXPECT_EQ(flags.find(" hg"), std::string::npos) << flags;
+      continue;
+    }
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p->get()) % (2 * kMiB), 0u);
+#if !defined(EMBER_TEST_ASAN)  // ASan's allocator owns the mappings: only the alignment is ours there
+    if (kernel_has_thp()) {
+      EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+    }
+#endif
+  }
+}
+
+TEST(Allocator, HugePagesCanBeTurnedOff) {
+  if (std::getenv("EMBER_CPU_HUGEPAGES") != nullptr) GTEST_SKIP() << "runs in the child of itself";
+  if (!kernel_has_thp()) GTEST_SKIP() << "this kernel has no transparent huge pages: nothing to turn off";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("EMBER_CPU_HUGEPAGES", "0", 1);
+    execl("/proc/self/exe", "allocator_test", "--gtest_filter=Allocator.WholeMiBSegmentsAreHugePageAligned",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's WholeMiBSegmentsAreHugePageAligned failed with hugepages off";
 }
 
 TEST(Allocator, StreamAwareReuse) {  // cpu:24

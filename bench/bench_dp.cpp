@@ -3,15 +3,18 @@
 // pack_padded_sequence(lengths uniform in [10, 50], enforce_sorted=false) ->
 // pad_packed_sequence(total_length=50) ->
 // Linear(256, 64) -> cross_entropy over the valid positions -> Adam — at batch 128, timed on
-// one device (cpu:0) and under DataParallel over cpu:0, cpu:1, with one intra-op thread
-// (set_num_threads(1)): every device runs on one core. The configurations alternate
-// repetition by repetition so a loaded host slows them alike, and in each repetition every
-// configuration steps twice, on two different batches, and only its second step is timed: a
-// timed step starts as a training loop's steps do, after a step of the same model, not after
-// another model's step that left its own parameters, optimizer state and activations in the
-// caches and the allocator (with one step each, the step after another model's cost
-// DataParallel's two replicas, which read one model from two cores, 2-4% more than two plain
-// copies; EMBER_BENCH_DP_WARM=0 times that way, one step each, to compare). Medians are printed:
+// one device (cpu:0) and under DataParallel over cpu:2, cpu:3, with one intra-op thread
+// (set_num_threads(1)): every device runs on one core. Each configuration has CPU logical
+// devices of its own (the plain copies below: cpu:4 and cpu:5), so each device's caching
+// allocator serves one model, as in a training run. (When DataParallel shared cpu:0 and cpu:1
+// with the other two models, each model's activations went into blocks another had freed and
+// split, and the replica on cpu:0 ran its LSTM backward in 44.0-44.5 ms against 41.2-41.3 ms
+// for the plain copy's same half; on devices of its own, 44.9-46.3 against 45.9-46.6.)
+// The configurations alternate repetition by repetition so a loaded host slows them alike,
+// and in each repetition every configuration steps twice, on two different batches, and only
+// its second step is timed: a timed step starts, as a training loop's steps do, after a step
+// of the same model rather than of another one (EMBER_BENCH_DP_WARM=0 times one step of each
+// per repetition instead, to compare). Medians are printed:
 //   dp_step_ms_1dev, dp_step_ms_2dev (ms per step), dp_scaling_2dev (1dev / 2dev, the
 //   throughput ratio), and dp_cpu_ms_1dev / dp_cpu_ms_2dev (process CPU time per step, all
 //   threads): on a loaded host the wall times mean little, the CPU times still show what
@@ -20,7 +23,7 @@
 //   about one core's share however many threads it runs). Another `#` line splits the 2dev
 //   step's CPU time by thread, to show where it goes.
 //   dp_plain_concurrent_step_ms_2dev: two threads stepping independent copies of the model (one
-//   on cpu:0, one on cpu:1, each with its own Adam) on the two halves of the batch at the same
+//   on cpu:4, one on cpu:5, each with its own Adam) on the two halves of the batch at the same
 //   time, the slower thread's time: what DataParallel's step would cost if scatter, replicate,
 //   gather and the reduction back were free, on a machine whose two busy cores slow each other.
 //   dp_vs_plain_concurrent_2dev = that / dp_step_ms_2dev (goal >= 0.97). It alternates with the
@@ -28,7 +31,8 @@
 //   dp_cpu_vs_plain_concurrent_2dev = that / dp_cpu_ms_2dev: the CPU work DataParallel adds,
 //   which a loaded host does not blur as it blurs the wall times.
 //   The two 2-device configurations take turns going first (DataParallel in even repetitions,
-//   the plain copies in odd ones). EMBER_BENCH_DP_REPS overrides the repetition count (default 10).
+//   the plain copies in odd ones). EMBER_BENCH_DP_REPS overrides the repetition count (default 30:
+//   on this shared 2-core machine medians of 10 moved by 3%).
 // --devices cuda:0,cuda:1,... (two or more GPUs) times the same model on GPUs instead: the step
 // on the first GPU alone and under DataParallel over the list, at batch EMBER_BENCH_DP_GPU_BATCH
 // (default 512, split across the GPUs), alternating, each step ending with every listed device's
@@ -242,7 +246,7 @@ int main(int argc, char** argv) {
       for (const Device& d : gpu_devices) {
         if (!d.is_cuda()) {
           std::fprintf(stderr, "%s: --devices takes CUDA devices (cuda:0,cuda:1,...), got %s; without it the "
-                       "benchmark runs on cpu:0 and cpu:1\n", argv[0], d.str().c_str());
+                       "benchmark runs on CPU logical devices\n", argv[0], d.str().c_str());
           return 2;
         }
       }
@@ -253,14 +257,15 @@ int main(int argc, char** argv) {
   }
   set_num_threads(1);
   const double load_before = load_average();
-  int reps = 10;
+  int reps = 30;
   if (const char* r = std::getenv("EMBER_BENCH_DP_REPS")) reps = std::max(1, std::atoi(r));
   if (!gpu_devices.empty()) return run_gpus(gpu_devices, reps);
 
   manual_seed(0);
   auto single = std::make_shared<TaggerModel>();
-  auto wrapped = single->clone_as();
-  parallel::DataParallel<TaggerModel> dp(wrapped, {Device::cpu(0), Device::cpu(1)});
+  const Device dp0 = Device::cpu(2), dp1 = Device::cpu(3), plain0 = Device::cpu(4), plain1 = Device::cpu(5);
+  auto wrapped = single->clone_as(dp0);
+  parallel::DataParallel<TaggerModel> dp(wrapped, {dp0, dp1});
   optim::Adam adam1(single->parameters(), optim::AdamOptions(1e-3));
   optim::Adam adam2(dp.parameters(), optim::AdamOptions(1e-3));
   auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
@@ -268,13 +273,15 @@ int main(int argc, char** argv) {
 
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + i));
+  std::vector<Batch> dp_batches;  // the same batches on dp0 (lengths stay on the host)
+  for (const Batch& b : batches) dp_batches.push_back({to(b.tokens, dp0), b.lengths, to(b.targets, dp0)});
 
   // Two independent copies, one per device, each stepping its half of the batch on its own
-  // thread (this one for cpu:0, `helper` for cpu:1), started together by `go`.
-  const Device dev1 = Device::cpu(1);
+  // thread (this one for plain0, `helper` for plain1), started together by `go`.
   auto copy0 = single->clone_as();
   auto copy1 = single->clone_as();
-  copy1->to(dev1);
+  copy0->to(plain0);
+  copy1->to(plain1);
   optim::Adam adam_c0(copy0->parameters(), optim::AdamOptions(1e-3));
   optim::Adam adam_c1(copy1->parameters(), optim::AdamOptions(1e-3));
   auto half = [&](const Batch& b, int64_t which, Device d) {
@@ -287,8 +294,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Batch> halves0, halves1;
   for (const Batch& b : batches) {
-    halves0.push_back(half(b, 0, Device::cpu(0)));
-    halves1.push_back(half(b, 1, dev1));
+    halves0.push_back(half(b, 0, plain0));
+    halves1.push_back(half(b, 1, plain1));
   }
   auto c0 = [&](const Tensor& t, const Tensor& l) { return copy0->forward(t, l); };
   auto c1 = [&](const Tensor& t, const Tensor& l) { return copy1->forward(t, l); };
@@ -316,7 +323,7 @@ int main(int argc, char** argv) {
   };
   for (int w = 0; w < 2; ++w) {  // warm up: allocator caches, device threads
     step_ms(one, adam1, batches[w]);
-    step_ms(two, adam2, batches[w]);
+    step_ms(two, adam2, dp_batches[w]);
     concurrent_step(static_cast<size_t>(w));
   }
   const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
@@ -330,9 +337,9 @@ int main(int argc, char** argv) {
     if (warm) step_ms(one, adam1, batches[before]);
     StepTime s1 = step_ms(one, adam1, b);
     auto run_dp = [&](std::map<pid_t, double>& a1, std::map<pid_t, double>& a2) {
-      if (warm) step_ms(two, adam2, batches[before]);
+      if (warm) step_ms(two, adam2, dp_batches[before]);
       a1 = all_thread_cpu_ms();
-      StepTime s = step_ms(two, adam2, b);
+      StepTime s = step_ms(two, adam2, dp_batches[k]);
       a2 = all_thread_cpu_ms();
       return s;
     };
@@ -356,16 +363,16 @@ int main(int argc, char** argv) {
     t2.push_back(s2.wall_ms);
     cpu2.push_back(s2.cpu_ms);
     // Where the 2dev step's CPU time went, per thread: the replicas' forwards run on the
-    // DataParallel threads "dp-cpu:i"; in backward the calling thread runs cpu:0's nodes
-    // itself (Note [Engine threads]) and cpu:1's engine worker the rest.
+    // DataParallel threads "dp-cpu:2" and "dp-cpu:3"; in backward the calling thread runs
+    // cpu:2's nodes itself (Note [Engine threads]) and cpu:3's engine worker the rest.
     double main_ms = 0, fwd0 = 0, fwd1 = 0, other = 0;
     for (const auto& [tid, ms] : delta(a1, a2)) {
       const std::string name = tid == main_tid ? "" : thread_name(tid);
       if (tid == main_tid) {
         main_ms += ms;
-      } else if (name == "dp-cpu:0") {
+      } else if (name == "dp-cpu:2") {
         fwd0 += ms;
-      } else if (name == "dp-cpu:1") {
+      } else if (name == "dp-cpu:3") {
         fwd1 += ms;
       } else {
         other += ms;
@@ -394,8 +401,8 @@ int main(int argc, char** argv) {
   std::printf("dp_plain_concurrent_cpu_ms_2dev %.2f ms\n", median(cpu3));
   std::printf("dp_cpu_vs_plain_concurrent_2dev %.3f ratio\n", median(cpu2) > 0 ? median(cpu3) / median(cpu2) : 0.0);
   std::printf(
-      "# 2dev CPU ms per step by thread (medians): caller %.2f (scatter, gather, loss, cpu:0's backward, Adam), "
-      "dp-cpu:0 %.2f and dp-cpu:1 %.2f (replica forwards), other threads %.2f (cpu:1's backward)\n",
+      "# 2dev CPU ms per step by thread (medians): caller %.2f (scatter, gather, loss, cpu:2's backward, Adam), "
+      "dp-cpu:2 %.2f and dp-cpu:3 %.2f (replica forwards), other threads %.2f (cpu:3's backward)\n",
       median(main2), median(fwd2_0), median(fwd2_1), median(other2));
   return 0;
 }

@@ -72,13 +72,6 @@
 #include "parallel/data_parallel.h"
 #include "bench/tagger_model.h"
 
-#include <sched.h>
-#include <cstdlib>
-static inline void scratch_pin(int core) {
-  if (!std::getenv("SCRATCH_PIN")) return;
-  cpu_set_t s; CPU_ZERO(&s); CPU_SET(core % 2, &s); sched_setaffinity(0, sizeof(s), &s);
-}
-
 namespace {
 
 using namespace ember;
@@ -303,9 +296,7 @@ int main(int argc, char** argv) {
   bool stop = false;    // written before `go` by this thread, read after it by the helper
   size_t helper_batch = 0;
   double helper_ms = 0;  // written by the helper before `done`, read after it here
-  scratch_pin(0);
   std::thread helper([&] {
-    scratch_pin(1);
     for (;;) {
       go.arrive_and_wait();
       if (stop) return;

@@ -171,31 +171,36 @@ void rnn_register_parameters(Module& m, const RnnConfig& c) {
   // order, so the module is flat without a copy. (Registering separate tensors and flattening
   // after copied every weight once per construction, and DataParallel builds a replica per
   // device every step: 0.4 ms per step on ember-bench-dp's model before CPU replicas alias.)
-  std::vector<std::pair<std::string, IntList>> shapes;
+  struct Slot {
+    std::string name;
+    IntList sizes;
+    int64_t numel;
+  };
+  std::vector<Slot> slots;
+  int64_t total = 0;
+  auto add = [&](std::string name, IntList sizes) {
+    const int64_t numel = numel_of(sizes, module_name(c.mode));
+    total = ember::detail::checked_add(total, numel, module_name(c.mode), sizes, "the parameter count");
+    slots.push_back({std::move(name), std::move(sizes), numel});
+  };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     for (int64_t d = 0; d < D; ++d) {
       const std::string suffix = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
       const int64_t in = l == 0 ? c.input_size : H * D;
-      shapes.emplace_back("weight_ih" + suffix, IntList{G * H, in});
-      shapes.emplace_back("weight_hh" + suffix, IntList{G * H, H});
+      add("weight_ih" + suffix, {G * H, in});
+      add("weight_hh" + suffix, {G * H, H});
       if (c.bias) {
-        shapes.emplace_back("bias_ih" + suffix, IntList{G * H});
-        shapes.emplace_back("bias_hh" + suffix, IntList{G * H});
+        add("bias_ih" + suffix, {G * H});
+        add("bias_hh" + suffix, {G * H});
       }
     }
-  }
-  int64_t total = 0;
-  for (const auto& [name, sizes] : shapes) {
-    total = ember::detail::checked_add(total, numel_of(sizes, module_name(c.mode)), module_name(c.mode), sizes,
-                                       "the parameter count");
   }
   NoGradGuard no_grad;
   const Tensor flat = empty({total});
   int64_t off = 0;
-  for (const auto& [name, sizes] : shapes) {
-    const int64_t numel = numel_of(sizes, module_name(c.mode));
-    m.register_parameter(name, native::view(native::narrow(flat, 0, off, numel), sizes));
-    off += numel;
+  for (const Slot& slot : slots) {
+    m.register_parameter(slot.name, native::view(native::narrow(flat, 0, off, slot.numel), slot.sizes));
+    off += slot.numel;
   }
   rnn_reset_parameters(m, c);
 }

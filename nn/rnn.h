@@ -73,8 +73,9 @@ struct RnnConfig {
 };
 /// Throws ValueError for non-positive sizes or layers, dropout outside [0, 1].
 void rnn_check_config(const RnnConfig& c);
-/// Registers the parameters of `c` on `m` in PyTorch's order; initializes them (see
-/// rnn_reset_parameters) unless a SkipInitGuard is active.
+/// Registers the parameters of `c` on `m` in PyTorch's order, as views of one new buffer (flat:
+/// Note [RNN flat weights]); initializes them (see rnn_reset_parameters) unless a SkipInitGuard
+/// is active.
 void rnn_register_parameters(Module& m, const RnnConfig& c);
 void rnn_reset_parameters(Module& m, const RnnConfig& c);
 /// Copies the parameters of `m` (in registration order) into one new buffer and makes each a
@@ -99,10 +100,7 @@ class RNNBase : public Cloneable<Derived> {
  public:
   using Mode = detail::RnnMode;
 
-  void reset() override {
-    detail::rnn_register_parameters(*this, config_);
-    flatten_parameters();
-  }
+  void reset() override { detail::rnn_register_parameters(*this, config_); }  // flat already
   /// Makes every parameter a view of one flat buffer again (PyTorch's flatten_parameters; see
   /// Note [RNN flat weights]). The module calls it itself after to() and clone() (also as a
   /// child of a cloned module); call it after

@@ -67,10 +67,16 @@ struct GradTarget {
   DType dtype;
 };
 
+// Whether NCCL carries copies between `devices` from or to `root` (Note [NCCL fallback]).
+bool nccl_carries(Device root, const std::vector<Device>& devices) {
+  return comm::detail::use_nccl(devices, root, kFloat32) && comm::detail::nccl_ready(devices);
+}
+
 // BroadcastBackward's sum through comm::reduce_add_coalesced over NCCL (Note [Replica
-// parameters]), or nullopt where that path does not apply. g is replica-major: replica i's
-// gradients are g[i * per .. (i + 1) * per), on devices[i], output q of each replica feeding
-// input output_input[q].
+// parameters]) for a node recorded where sum_over_nccl held, or nullopt where a replica's
+// gradients do not fit that path. g is replica-major: replica i's gradients are
+// g[i * per .. (i + 1) * per), on devices[i], output q of each replica feeding input
+// output_input[q].
 std::optional<autograd::TensorList> reduce_over_nccl(const std::vector<GradTarget>& targets,
                                                      const std::vector<size_t>& output_input,
                                                      const std::vector<Device>& devices, autograd::FunctionNode& n,
@@ -79,11 +85,7 @@ std::optional<autograd::TensorList> reduce_over_nccl(const std::vector<GradTarge
   if (targets.empty() || replicas < 2 || output_input.size() % replicas != 0 || g.size() != output_input.size()) {
     return std::nullopt;
   }
-  const Device dst = targets[0].device;
-  if (!comm::detail::use_nccl(devices, dst, kFloat32) || !comm::detail::nccl_ready(devices)) return std::nullopt;
-  for (const GradTarget& t : targets) {
-    if (t.device != dst) return std::nullopt;
-  }
+  const Device dst = targets[0].device;  // every target's (sum_over_nccl)
   const size_t per = output_input.size() / replicas;
   std::vector<std::vector<Tensor>> lists(replicas);
   for (size_t i = 0; i < replicas; ++i) {
@@ -116,7 +118,7 @@ std::vector<nn::detail::ParameterCopies> broadcast_parameters(const std::vector<
   for (const Tensor& p : originals) {
     if (p.device() != src) return copies;
   }
-  if (!comm::detail::use_nccl(devices, src, kFloat32) || !comm::detail::nccl_ready(devices)) return copies;
+  if (!nccl_carries(src, devices)) return copies;
   std::vector<std::vector<Tensor>> out = comm::broadcast_coalesced(originals, devices);
   for (size_t i = 0; i < devices.size(); ++i) {
     if (devices[i] == src) continue;
@@ -134,19 +136,21 @@ bool sum_over_nccl(const std::vector<GradTarget>& targets, const std::vector<Dev
   for (const GradTarget& t : targets) {
     if (t.device != dst) return false;
   }
-  return comm::detail::use_nccl(devices, dst, kFloat32) && comm::detail::nccl_ready(devices);
+  return nccl_carries(dst, devices);
 }
 
 // Records a BroadcastBackward node whose inputs are `inputs` (originals, with their `targets`)
 // and whose outputs are `outputs` (replica parameters, replica-major; output o feeds input
-// output_input[o]). Note [Replica parameters].
+// output_input[o]); over_nccl: sum_over_nccl held for `targets`. Note [Replica parameters].
 void record_broadcast_backward(std::vector<GradTarget> targets, std::vector<size_t> output_input,
-                               const std::vector<Device>& devices, const std::vector<const Tensor*>& inputs,
-                               const std::vector<Tensor*>& outputs) {
+                               const std::vector<Device>& devices, bool over_nccl,
+                               const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
   auto node = std::make_shared<autograd::FunctionNode>(
-      "BroadcastBackward", [targets = std::move(targets), output_input = std::move(output_input), devices](
-                               autograd::FunctionNode& n, autograd::TensorList& g) {
-        if (auto r = reduce_over_nccl(targets, output_input, devices, n, g)) return std::move(*r);
+      "BroadcastBackward", [targets = std::move(targets), output_input = std::move(output_input), devices,
+                            over_nccl](autograd::FunctionNode& n, autograd::TensorList& g) {
+        if (over_nccl) {
+          if (auto r = reduce_over_nccl(targets, output_input, devices, n, g)) return std::move(*r);
+        }
         // Note [Replica gradient sum]: outputs are replica-major, so each input's gradient is
         // summed replica by replica, in device-list order.
         autograd::TensorList r(targets.size());
@@ -230,14 +234,15 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
     if (sum_over_nccl(targets, devices)) {
       std::vector<Tensor*> outputs;
       for (Tensor& p : replica_params) outputs.push_back(&p);
-      record_broadcast_backward(std::move(targets), std::move(output_input), devices, inputs, outputs);
+      record_broadcast_backward(std::move(targets), std::move(output_input), devices, /*over_nccl=*/true, inputs,
+                                outputs);
     } else {
       // Note [Replica gradient sum per parameter]: one node per original parameter.
       std::vector<std::vector<Tensor*>> outputs_of(tracked.size());
       for (size_t o = 0; o < replica_params.size(); ++o) outputs_of[output_input[o]].push_back(&replica_params[o]);
       for (size_t k = 0; k < tracked.size(); ++k) {
-        record_broadcast_backward({targets[k]}, std::vector<size_t>(outputs_of[k].size(), 0), devices, {inputs[k]},
-                                  outputs_of[k]);
+        record_broadcast_backward({targets[k]}, std::vector<size_t>(outputs_of[k].size(), 0), devices,
+                                  /*over_nccl=*/false, {inputs[k]}, outputs_of[k]);
       }
     }
   }

@@ -4,6 +4,9 @@
 # ("core/x.h") rewritten to "ember/core/x.h". Headers that include a private dependency are
 # left out, and so are those that include them. Inputs (set by the caller): EMBER_HEADERS_SOURCE_DIR, EMBER_HEADERS_CONFIG_H,
 # EMBER_HEADERS_STAGING_DIR (a folder of the build tree), EMBER_HEADERS_DESTINATION.
+# With EMBER_HEADERS_LIST_FILE set instead (cmake -P, only EMBER_HEADERS_SOURCE_DIR needed) it
+# installs nothing and writes the public headers' source paths there, one a line: the API
+# reference's input (scripts/api_docs.sh).
 cmake_policy(PUSH)
 cmake_policy(VERSION 3.25)  # script mode and install(CODE) start without policies (IN_LIST)
 set(_folders core autograd nn data parallel)
@@ -43,6 +46,16 @@ while(_changed)
     endforeach()
   endforeach()
 endwhile()
+
+if(EMBER_HEADERS_LIST_FILE)
+  set(_public "${_headers}")
+  list(REMOVE_ITEM _public ${_left_out})
+  list(SORT _public)
+  list(JOIN _public "\n" _public)
+  file(WRITE "${EMBER_HEADERS_LIST_FILE}" "${_public}\n")
+  cmake_policy(POP)
+  return()
+endif()
 
 foreach(_h IN LISTS _headers)
   if(_h IN_LIST _left_out)

@@ -30,9 +30,11 @@
 namespace ember {
 
 /// Customization point: specialize for a struct that holds tensors, with
-///   static constexpr bool enabled = true;
-///   template <class F> static void for_each(const T& v, F&& f);  // f(const Tensor&) per tensor
-///   template <class F> static T map(const T& v, F&& f);          // same order (Note [Nested order])
+///
+///     static constexpr bool enabled = true;
+///     template <class F> static void for_each(const T& v, F&& f);  // f(const Tensor&) per tensor
+///     template <class F> static T map(const T& v, F&& f);          // same order (Note [Nested order])
+///
 template <class T, class Enable = void>
 struct NestedTensors {
   static constexpr bool enabled = false;
@@ -79,7 +81,7 @@ concept OptionalValue = is_optional<std::remove_cvref_t<T>>::value;
 template <class T>
 concept StringMapValue = is_string_map<std::remove_cvref_t<T>>::value;
 
-/// Whether some leaf of type T (a Tensor, a custom value or a plain leaf) satisfies Leaf<U>.
+/// Whether some leaf of type T (a Tensor, a custom value or a plain leaf) satisfies `Leaf<U>`.
 template <template <class> class Leaf, class T>
 constexpr bool any_leaf() {
   using U = std::remove_cvref_t<T>;

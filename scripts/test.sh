@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs what is missing, builds the CPU configuration (and, when
-# the CUDA toolkit is present, compiles the EMBER_CUDA=ON configuration too), then ctest; then
+# Runs the whole test suite: installs what is missing (every group of scripts/setup.sh), checks
+# the API reference of the public headers (scripts/api_docs.sh: Doxygen, failing on any warning),
+# builds the CPU configuration (and, when the CUDA toolkit is present, compiles the
+# EMBER_CUDA=ON configuration too), then ctest; then
 # the suite under ASan + UBSan (preset asan-ubsan); then every fuzz target for a bounded time
 # (preset fuzz, fuzz/run.sh). Prints each step's wall time at the end ("ci_time_<step> N s").
 #   EMBER_SKIP_CUDA_BUILD=1  skip the CUDA compile check
 #   EMBER_SKIP_SANITIZERS=1  skip the asan-ubsan build and suite
 #   EMBER_SANITIZE_ALL_TESTS=1  also run the two launcher end-to-end tests under ASan (+8 min)
 #   EMBER_SKIP_FUZZ=1        skip the fuzz targets
+#   EMBER_SKIP_API_DOCS=1    skip the Doxygen step
 #   EMBER_FUZZ_SECONDS=N     seconds per fuzz target (default 30)
 #   EMBER_BUILD_JOBS=N       parallel build jobs (default: number of cores)
 set -euo pipefail
@@ -16,6 +19,11 @@ jobs=${EMBER_BUILD_JOBS:-$(nproc)}
 times=()
 step_start=$(date +%s)
 step_done() { times+=("ci_time_$1 $(( $(date +%s) - step_start )) s"); step_start=$(date +%s); }
+if [ "${EMBER_SKIP_API_DOCS:-0}" != 1 ]; then
+  echo "== the API reference of the public headers (scripts/api_docs.sh; fails on Doxygen warnings) =="
+  ./scripts/api_docs.sh build/api
+  step_done api_docs
+fi
 cmake --preset cpu -DEMBER_BUILD_TESTS=ON -DEMBER_BUILD_BENCH=ON -DEMBER_BUILD_EXAMPLES=ON >/dev/null
 cmake --build build/cpu -j "$jobs"
 step_done release_build

@@ -91,7 +91,7 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
                   const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                   const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<double>& steps,
                   const kernels::AdamArgs& a);
-/// One SGD step of every params[i] in place (torch's _single_tensor_sgd op order);
+/// One SGD step of every params[i] in place (torch's `_single_tensor_sgd` op order);
 /// momentum_buffers empty: no momentum; otherwise init_buffers[i]: that buffer's first step (it
 /// takes the gradient itself). Fused paths and errors as adam_update_.
 void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

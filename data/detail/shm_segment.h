@@ -13,7 +13,7 @@
 namespace ember::data::detail {
 
 /// What the kernel calls every batch buffer ("/memfd:ember_dl_batch (deleted)" in
-/// /proc/<pid>/maps); nothing of that name ever appears in /dev/shm.
+/// `/proc/<pid>/maps`); nothing of that name ever appears in /dev/shm.
 constexpr const char* kBufferName = "ember_dl_batch";
 
 /// An mmap'd region; munmaps when destroyed. Move-only.

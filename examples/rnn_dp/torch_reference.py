@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch peer of examples/rnn_dp: the same data recipe, model, batch, optimizer and epoch
-timing, for the side-by-side epoch-time comparison in the README.
+timing, for the side-by-side epoch-time comparison in docs/EXAMPLES.md.
 
 Run with Debian's PyTorch (python3-torch), not a pyenv/venv python:
 

@@ -235,7 +235,7 @@ TEST_F(RnnDpLaunchers, SrunTwoRanksAndThreeOnOneNodeFollowTheSingleProcess) {
     ASSERT_EQ(s.exit_code, 0) << s.output;
     expect_same_parameters(last(name), last("single" + std::to_string(world)), 1e-5);
   }
-  // ember-run inside the allocation, one per node, as the README shows it.
+  // ember-run inside the allocation, one per node, as docs/LAUNCHERS.md shows it.
   RunResult r = slurm.srun(std::string("-N1 -n1 sh -c '") + EMBER_RUN_BINARY +
                            " --nnodes $SLURM_NNODES --node-rank $SLURM_NODEID --nproc-per-node 2 " + RNN_DP_BINARY +
                            " --ddp " + files("ember-run-in-srun") + " " + kSmall + " --epochs 1'");

@@ -4,6 +4,7 @@
 // the functors of core/kernels/index.h.
 #include <cstring>
 
+#include "core/deterministic.h"
 #include "core/ops/detail/index_geometry.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
@@ -160,6 +161,7 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   }
   if (self.device().is_cuda()) {
     const int64_t size = self.dim() ? self.sizes()[dim] : 1;
+    if (is_floating_point(self.dtype())) alert_not_deterministic("scatter_add_ (CUDA, floating point: atomic adds)");
     Tensor idx = checked_indices_cuda("scatter_add_", index, size, dim);
     const auto g = detail::scatter_add_geometry(self, dim, index.sizes(), src);
     detail::require_cuda("scatter_add_")
@@ -207,6 +209,7 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   }
   dim = wrap_dim(dim, self.dim(), "index_add_");
   if (self.device().is_cuda()) {
+    if (is_floating_point(self.dtype())) alert_not_deterministic("index_add_ (CUDA, floating point: atomic adds)");
     Tensor idx = checked_indices_cuda("index_add_", index, self.sizes()[dim], dim);
     IntList expect = self.sizes();
     expect[dim] = idx.numel();

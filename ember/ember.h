@@ -7,6 +7,7 @@
 
 #include "core/allocator.h"
 #include "core/config.h"
+#include "core/deterministic.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

@@ -15,6 +15,7 @@
 #include "autograd/node.h"
 #include "core/nested.h"
 #include "nn/module.h"
+#include "parallel/deterministic_reducer.h"
 #include "parallel/reducer.h"
 
 namespace ember::parallel {
@@ -32,6 +33,14 @@ struct DistributedDataParallelOptions {
   /// find_unused_parameters' per-step graph walk, and the buckets are rebuilt in the order
   /// gradients arrived (rank 0's) at the second iteration.
   bool static_graph = false;
+  /// World-size-invariant gradients (Note [World-size invariance] in deterministic_reducer.cpp):
+  /// every forward/backward is one of num_shards virtual shards of the step's global batch, and
+  /// the synchronized backward's end writes the exact mean of all shards' gradients, the same
+  /// bits at any world size. bucket_cap_mb, gradient_as_bucket_view, static_graph, comm hooks
+  /// and join() do not apply (join and register_comm_hook throw ValueError).
+  bool deterministic = false;
+  /// Under `deterministic`: the job's virtual shards per step, over all ranks (>= world size).
+  int64_t num_shards = 0;
 };
 
 /// Options of DistributedDataParallel::join (PyTorch's Join / ddp.join()).
@@ -86,12 +95,19 @@ class DistributedDataParallel {
     ro.timeout_ms = options_.timeout_ms;
     params_ = params;
     device_ = params.empty() ? Device::cpu() : params[0].device();
+    if (options_.deterministic) {
+      deterministic_ = std::make_unique<DeterministicReducer>(
+          std::move(params), std::move(names), group_,
+          DeterministicReducerOptions{options_.num_shards, options_.find_unused_parameters, options_.timeout_ms});
+      return;
+    }
     reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), group_, ro);
   }
 
   /// Runs module->forward(args...) and prepares the reducer for the backward that follows.
   template <typename... Args>
   auto operator()(Args&&... args) {
+    if (deterministic_) return deterministic_forward(std::forward<Args>(args)...);
     bool grad_sync = autograd::GradMode::is_enabled() && module_->is_training() && reducer_->sync();
     int buffer_root = 0;
     if (joining_) {  // Note [Join] in distributed_data_parallel.cpp
@@ -126,10 +142,8 @@ class DistributedDataParallel {
   /// RAII: gradients accumulate locally while alive (torch's `with ddp.no_sync():`).
   class NoSyncGuard {
    public:
-    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.reducer_->sync()) {
-      ddp_.reducer_->set_sync(false);
-    }
-    ~NoSyncGuard() { ddp_.reducer_->set_sync(prev_); }
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(ddp), prev_(ddp.sync()) { ddp_.set_sync(false); }
+    ~NoSyncGuard() { ddp_.set_sync(prev_); }
     NoSyncGuard(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(const NoSyncGuard&) = delete;
 
@@ -148,6 +162,8 @@ class DistributedDataParallel {
   template <class Fn>
   void join(Fn&& fn, JoinOptions options = {}) {
     EMBER_CHECK_T(ValueError, !joining_, "DistributedDataParallel::join: already inside join()");
+    EMBER_CHECK_T(ValueError, !deterministic_, "DistributedDataParallel::join: not available with the deterministic "
+                  "option (every step runs num_shards shards over the ranks; give a rank with no data fewer shards)");
     joining_ = true;
     join_options_ = options;
     last_joiner_ = -1;
@@ -179,18 +195,47 @@ class DistributedDataParallel {
   /// The rank whose model every rank took at the end of the last join() (-1: none needed).
   int last_joiner() const { return last_joiner_; }
 
-  void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
+  void register_comm_hook(CommHook hook) {
+    EMBER_CHECK_T(ValueError, !deterministic_, "DistributedDataParallel::register_comm_hook: not available with the "
+                  "deterministic option (the gradients are summed exactly in fixed point)");
+    reducer_->register_comm_hook(std::move(hook));
+  }
   std::shared_ptr<M> module() const { return module_; }
   ProcessGroup& process_group() const { return *group_; }
-  Reducer& reducer() { return *reducer_; }
+  Reducer& reducer() {
+    EMBER_CHECK_T(ValueError, reducer_ != nullptr, "DistributedDataParallel::reducer: the deterministic option uses "
+                  "deterministic_reducer()");
+    return *reducer_;
+  }
+  /// Under the deterministic option; null otherwise.
+  DeterministicReducer* deterministic_reducer() { return deterministic_.get(); }
 
  private:
+  bool sync() const { return deterministic_ ? deterministic_->sync() : reducer_->sync(); }
+  void set_sync(bool sync) { deterministic_ ? deterministic_->set_sync(sync) : reducer_->set_sync(sync); }
+  template <typename... Args>
+  auto deterministic_forward(Args&&... args) {
+    const bool grad = autograd::GradMode::is_enabled() && module_->is_training();
+    if (options_.broadcast_buffers && group_->size() > 1) {
+      auto bufs = module_->buffers();
+      if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, 0);
+    }
+    if (grad && !options_.find_unused_parameters) deterministic_->prepare_for_backward(nullptr);
+    auto out = module_->forward(std::forward<Args>(args)...);
+    if (grad && options_.find_unused_parameters) {
+      auto used = detail::reachable_parameters(flatten_tensors(out), params_);
+      deterministic_->prepare_for_backward(&used);
+    }
+    return out;
+  }
+
   std::shared_ptr<M> module_;
   std::shared_ptr<ProcessGroup> group_;
   DistributedDataParallelOptions options_;
   std::vector<Tensor> params_;
   Device device_ = Device::cpu();
   std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<DeterministicReducer> deterministic_;  // instead of reducer_ under options_.deterministic
   int64_t static_iterations_ = 0;  // synchronized iterations run with static_graph
   std::vector<bool> static_used_;  // which params_ the first of them reached
   bool joining_ = false;

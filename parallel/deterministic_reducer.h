@@ -1,0 +1,74 @@
+// DeterministicReducer: DistributedDataParallel's gradient synchronization when its
+// `deterministic` option is on (Note [World-size invariance] in deterministic_reducer.cpp).
+// Every backward through DDP is one virtual shard of the global batch; its gradients are kept
+// as they are until the synchronized backward of the step, whose end sums all shards of all
+// ranks exactly (64-bit fixed point) and writes the mean over the job's shards into .grad. The
+// result is the same bits for any world size and any assignment of shards to ranks.
+// Thread-safety: hooks run on autograd worker threads; all state is guarded by mu_.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "parallel/distributed/process_group.h"
+
+namespace ember::parallel {
+
+struct DeterministicReducerOptions {
+  /// Virtual shards per optimizer step over all ranks (a property of the job, not of the world
+  /// size): the number of backward passes that the ranks run together between two synchronized
+  /// backward ends, counting those under no_sync().
+  int64_t num_shards = 0;
+  bool find_unused_parameters = false;
+  int64_t timeout_ms = 5 * 60 * 1000;
+};
+
+class DeterministicReducer {
+ public:
+  /// `names[i]` names parameters[i] in errors. Parameters must be float32 or float64 on the CPU
+  /// (TypeError / NotImplementedError otherwise); num_shards must be at least the world size
+  /// and at most 2^20 (ValueError).
+  DeterministicReducer(std::vector<Tensor> parameters, std::vector<std::string> names,
+                       std::shared_ptr<ProcessGroup> group, DeterministicReducerOptions options);
+  ~DeterministicReducer();
+  DeterministicReducer(const DeterministicReducer&) = delete;
+  DeterministicReducer& operator=(const DeterministicReducer&) = delete;
+
+  /// Called by DDP's forward before every backward (synchronized or not). `used`: with
+  /// find_unused_parameters, the parameters reachable from the outputs. Throws DistributedError
+  /// naming the parameters that got no gradient when the previous backward reported only some.
+  void prepare_for_backward(const std::vector<bool>* used);
+  /// Whether the end of the next backward reduces (false inside no_sync()).
+  void set_sync(bool sync) { sync_ = sync; }
+  bool sync() const { return sync_; }
+  /// Shards this rank has kept since the last reduction.
+  int64_t local_shards() const;
+  int64_t num_shards() const { return options_.num_shards; }
+
+ private:
+  void on_grad_ready(size_t param_index);
+  /// Moves this backward's gradients out of .grad into the kept shards.
+  void capture_locked();
+  /// The exact sum over every rank's kept shards, written to .grad (Note [World-size invariance]).
+  void reduce_locked();
+
+  std::vector<Tensor> params_;
+  std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> group_;
+  DeterministicReducerOptions options_;
+  std::vector<int> hook_ids_;
+  bool sync_ = true;
+
+  mutable std::mutex mu_;
+  bool expect_backward_ = false;           // guarded by mu_
+  bool reduce_this_backward_ = false;      // guarded by mu_: sync_ when the backward was prepared
+  std::vector<bool> expected_;             // guarded by mu_: parameters that will report
+  std::vector<bool> ready_;                // guarded by mu_
+  size_t pending_ = 0;                     // guarded by mu_: expected parameters yet to report
+  std::vector<std::vector<Tensor>> kept_;  // guarded by mu_: per parameter, its shards' gradients
+  int64_t local_shards_ = 0;               // guarded by mu_
+};
+
+}  // namespace ember::parallel

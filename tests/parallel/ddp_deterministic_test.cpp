@@ -1,0 +1,192 @@
+// DistributedDataParallel's deterministic option (Note [World-size invariance] in
+// parallel/deterministic_reducer.cpp), ranks as threads over tcp: a few Adam steps over 8
+// virtual shards give bit-identical parameters at world sizes 1, 2, 3 and 4 (3 ranks holding
+// 3 + 3 + 2 shards) and for 1 or 2 intra-op threads, where the default mode's bits change with
+// the world size; the result is the large-batch gradient within float tolerance; a wrong shard
+// count, too few shards, join and comm hooks are typed errors; NaN gradients come out NaN.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "core/ops/native.h"
+#include "core/thread_pool.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "parallel/distributed_data_parallel.h"
+#include "parallel/zero_redundancy_optimizer.h"
+#include "tcp_groups.h"
+
+using namespace ember;
+using parallel::DistributedDataParallel;
+using parallel::DistributedDataParallelOptions;
+using ::testing::HasSubstr;
+
+namespace {
+
+constexpr int kShards = 8;
+constexpr int64_t kShardRows = 5;
+
+struct Net : nn::Cloneable<Net> {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  Net() : Cloneable("Net") { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 32));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 3));
+  }
+  Tensor forward(const Tensor& x) { return fc2->forward(tanh(fc1->forward(x))); }
+};
+
+std::shared_ptr<Net> make_net() {
+  static std::mutex mu;  // manual_seed + initialization through the process-wide generator
+  std::lock_guard<std::mutex> lk(mu);
+  manual_seed(7);
+  return std::make_shared<Net>();
+}
+
+Tensor rows(uint64_t seed, int step, int64_t n, int64_t cols) {
+  Generator g(seed + static_cast<uint64_t>(step));
+  Tensor t = randn({n, cols}, {}, &g);
+  return native::mul(t, scalar_tensor(static_cast<double>(step % 3 + 1)));  // magnitudes vary by step
+}
+
+// Shards [first, last) of `world` ranks over kShards: contiguous, sizes differing by at most one.
+std::pair<int, int> shard_range(int rank, int world) { return {rank * kShards / world, (rank + 1) * kShards / world}; }
+
+// Trains `steps` Adam steps on every rank; returns rank 0's parameters, as raw bits.
+std::vector<std::vector<float>> train(int world, bool deterministic, int steps, int threads = 1, bool zero = false) {
+  auto groups = parallel::test::make_groups(world, parallel::test::tcp_options(20000, true));
+  std::vector<std::vector<float>> out;
+  std::mutex out_mu;
+  const int before = get_num_threads();
+  set_num_threads(threads);
+  parallel::test::on_ranks(groups, [&](parallel::ProcessGroupTCP& pg) {
+    auto net = make_net();
+    DistributedDataParallelOptions o;
+    o.deterministic = deterministic;
+    o.num_shards = kShards;
+    std::shared_ptr<parallel::ProcessGroup> group(&pg, [](parallel::ProcessGroup*) {});
+    DistributedDataParallel<Net> ddp(net, group, o);
+    std::unique_ptr<parallel::ZeroRedundancyOptimizer> zero_opt;
+    std::unique_ptr<optim::Adam> adam;
+    if (zero) {
+      zero_opt = std::make_unique<parallel::ZeroRedundancyOptimizer>(net->parameters(), group, [](std::vector<Tensor> p) {
+        return std::make_unique<optim::Adam>(p, optim::AdamOptions(0.01));
+      });
+    } else {
+      adam = std::make_unique<optim::Adam>(net->parameters(), optim::AdamOptions(0.01));
+    }
+    const auto [first, last] = shard_range(pg.rank(), world);
+    for (int s = 0; s < steps; ++s) {
+      zero ? zero_opt->zero_grad() : adam->zero_grad();
+      const Tensor x = rows(100, s, kShards * kShardRows, 6), y = rows(900, s, kShards * kShardRows, 3);
+      if (deterministic) {
+        for (int k = first; k < last; ++k) {
+          auto run = [&] {
+            Tensor out = ddp(native::narrow(x, 0, k * kShardRows, kShardRows));
+            nn::functional::mse_loss(out, native::narrow(y, 0, k * kShardRows, kShardRows)).backward();
+          };
+          if (k + 1 < last) {
+            auto guard = ddp.no_sync();
+            run();
+          } else {
+            run();
+          }
+        }
+      } else {  // the default mode: each rank one batch of its shards' rows, AVG over ranks
+        const int64_t r0 = first * kShardRows, n = (last - first) * kShardRows;
+        nn::functional::mse_loss(ddp(native::narrow(x, 0, r0, n)), native::narrow(y, 0, r0, n)).backward();
+      }
+      zero ? zero_opt->step() : static_cast<void>(adam->step());
+    }
+    if (pg.rank() == 0) {
+      std::lock_guard<std::mutex> lk(out_mu);
+      for (auto& p : net->parameters()) out.push_back(p.to_vector<float>());
+    }
+  });
+  set_num_threads(before);
+  return out;
+}
+
+bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+TEST(DdpDeterministic, SameBitsAtEveryWorldSizeAndThreadCount) {
+  const auto one = train(1, true, 4);
+  ASSERT_FALSE(one.empty());
+  for (int world : {2, 3, 4}) EXPECT_TRUE(same_bits(one, train(world, true, 4))) << "world " << world;
+  EXPECT_TRUE(same_bits(one, train(2, true, 4, 2))) << "2 ranks, 2 intra-op threads";
+  EXPECT_TRUE(same_bits(one, train(3, true, 4, 1, true))) << "3 ranks, ZeroRedundancyOptimizer";
+}
+
+TEST(DdpDeterministic, DefaultModeBitsDependOnTheWorldSize) {
+  // What the option fixes: the same job over 1 and 3 ranks without it.
+  const auto one = train(1, false, 4), three = train(3, false, 4);
+  EXPECT_FALSE(same_bits(one, three)) << "the default mode gave equal bits: the test above proves nothing";
+}
+
+TEST(DdpDeterministic, MatchesTheLargeBatchGradient) {
+  const auto det = train(2, true, 1);
+  auto net = make_net();
+  optim::Adam opt(net->parameters(), optim::AdamOptions(0.01));
+  nn::functional::mse_loss(net->forward(rows(100, 0, kShards * kShardRows, 6)), rows(900, 0, kShards * kShardRows, 3))
+      .backward();
+  opt.step();
+  const auto params = net->parameters();
+  ASSERT_EQ(det.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto ref = params[i].to_vector<float>();
+    for (size_t j = 0; j < ref.size(); ++j) ASSERT_NEAR(det[i][j], ref[j], 1e-5) << i << " " << j;
+  }
+}
+
+TEST(DdpDeterministic, ErrorsAreTyped) {
+  auto groups = parallel::test::make_groups(2, parallel::test::tcp_options(20000, true));
+  parallel::test::on_ranks(groups, [&](parallel::ProcessGroupTCP& pg) {
+    std::shared_ptr<parallel::ProcessGroup> group(&pg, [](parallel::ProcessGroup*) {});
+    DistributedDataParallelOptions o;
+    o.deterministic = true;
+    o.num_shards = 1;  // fewer than the ranks
+    EXPECT_THROW(DistributedDataParallel<Net>(make_net(), group, o), ValueError);
+    o.num_shards = 4;
+    auto net = make_net();
+    DistributedDataParallel<Net> ddp(net, group, o);
+    EXPECT_THROW(ddp.register_comm_hook(parallel::bf16_compress_hook()), ValueError);
+    EXPECT_THROW(ddp.join([] {}), ValueError);
+    // One shard per rank where the job said 4: every rank sees the same count and throws.
+    Tensor x = rows(1, 0, 3, 6);
+    try {
+      ember::sum(ddp(x)).backward();
+      ADD_FAILURE() << "expected a ValueError about the shard count";
+    } catch (const ValueError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("ran 2 shard backward passes in this step, but num_shards is 4"));
+    }
+    // NaN in one rank's shard: every rank's gradient of that parameter is NaN, the others finite.
+    net->zero_grad();
+    for (int k = 0; k < 2; ++k) {
+      auto run = [&] {
+        Tensor out = ddp(x);
+        if (pg.rank() == 1 && k == 1) out = ember::mul(out, scalar_tensor(NAN));
+        ember::sum(out).backward();
+      };
+      if (k == 0) {
+        auto guard = ddp.no_sync();
+        run();
+      } else {
+        run();
+      }
+    }
+    EXPECT_TRUE(std::isnan(net->fc2->weight.grad().to_vector<float>()[0]));
+  });
+}
+
+}  // namespace

@@ -69,8 +69,10 @@ TEST_F(WordLm, PerplexityFallsBelowTheMeasuredBound) {
   EXPECT_TRUE(fs::exists(dir_ / "ppl" / "ckpt" / "best.safetensors"));
 }
 
-// Dropout draws, SGD, and the annealing state: this configuration's validation loss rises in
-// epoch 3, so epoch 4 trains at lr / 4, which the resumed run must take from the checkpoint.
+// Dropout draws, SGD, and the annealing state: at this lr the validation loss rises within the
+// first three epochs, so epoch 4 trains at an annealed lr, which the resumed run must take from
+// the checkpoint. Which epoch anneals depends on the CPU's BLAS kernels (an AVX-512 Intel and an
+// AVX-512 AMD part anneal after epochs 3 and 2), so the test asks only that one did.
 TEST_F(WordLm, ResumeEqualsTheUninterruptedRun) {
   SKIP_WITHOUT_BIBLE();
   const std::vector<std::string> small{"--train-tokens", "12000", "--vocab-size", "500", "--emsize", "24", "--nhid",
@@ -82,7 +84,7 @@ TEST_F(WordLm, ResumeEqualsTheUninterruptedRun) {
   };
   const auto straight = run("straight", with({"--epochs", "4"}));
   ASSERT_EQ(straight.size(), 4u);
-  ASSERT_EQ(straight[3].lr, straight[2].lr / 4) << "the configuration no longer anneals after epoch 3";
+  ASSERT_LT(straight[3].lr, straight[0].lr) << "the configuration no longer anneals within epochs 1-3";
   ASSERT_EQ(run("split", with({"--epochs", "3"})).size(), 3u);
   const auto resumed = run("split", with({"--epochs", "4", "--resume"}));
   ASSERT_EQ(resumed.size(), 1u) << "epoch 4 only";

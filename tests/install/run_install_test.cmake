@@ -12,6 +12,8 @@
 # Inputs: EMBER_SOURCE_DIR, EMBER_BUILD_DIR, EMBER_BUILD_SHARED, EMBER_MPI, OTHER_BUILD_DIR,
 # CONSUMER_SOURCE_DIR, WORK_DIR, CXX_COMPILER, CXX_LAUNCHER (may be empty).
 
+cmake_policy(VERSION 3.25)  # script mode starts without policies (IN_LIST)
+
 function(run_or_fail what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -63,6 +65,61 @@ function(check_installed prefix old_prefix build_dir)
   endforeach()
 endfunction()
 
+# The README's "API at a glance" block (its first ```cpp block after that heading) is what the
+# consumer proves: every code line of it, without comments and with runs of blanks as one,
+# must be a line of consumer/main.cpp (the same normalization). Runs before anything is built.
+function(normalized_code_lines text out)
+  string(REPLACE ";" "<semicolon>" text "${text}")
+  string(REPLACE "\n" ";" lines "${text}")
+  set(result "")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "/\\*[^*]*\\*/" "" line "${line}")
+    string(REGEX REPLACE "//.*$" "" line "${line}")
+    string(REGEX REPLACE "[ \t]+" " " line "${line}")
+    string(STRIP "${line}" line)
+    if(NOT line STREQUAL "")
+      list(APPEND result "${line}")
+    endif()
+  endforeach()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+function(check_readme_block_in_consumer)
+  file(READ "${EMBER_SOURCE_DIR}/README.md" readme)
+  string(FIND "${readme}" "\n## API at a glance" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "README.md has no '## API at a glance' section")
+  endif()
+  string(SUBSTRING "${readme}" ${at} -1 readme)
+  string(FIND "${readme}" "```cpp\n" start)
+  if(start EQUAL -1)
+    message(FATAL_ERROR "README.md's 'API at a glance' has no ```cpp block")
+  endif()
+  math(EXPR start "${start} + 7")
+  string(SUBSTRING "${readme}" ${start} -1 readme)
+  string(FIND "${readme}" "\n```" end)
+  string(SUBSTRING "${readme}" 0 ${end} block)
+  normalized_code_lines("${block}" readme_lines)
+  file(READ "${CONSUMER_SOURCE_DIR}/main.cpp" consumer)
+  normalized_code_lines("${consumer}" consumer_lines)
+  list(LENGTH readme_lines n)
+  if(n LESS 20)
+    message(FATAL_ERROR "README.md's 'API at a glance' block has only ${n} code lines")
+  endif()
+  set(missing "")
+  foreach(line IN LISTS readme_lines)
+    if(NOT line IN_LIST consumer_lines)
+      string(REPLACE "<semicolon>" ";" line "${line}")
+      string(APPEND missing "\n  ${line}")
+    endif()
+  endforeach()
+  if(missing)
+    message(FATAL_ERROR "lines of README.md's 'API at a glance' that tests/install/consumer/main.cpp does not "
+                        "compile and run (add them there, or correct the README):${missing}")
+  endif()
+  message(STATUS "README.md's 'API at a glance': all ${n} code lines are in the consumer")
+endfunction()
+
 # install, move, check, consume, run; `shared` says which kind build_dir holds.
 function(check_variant name build_dir shared)
   set(dir "${WORK_DIR}/${name}")
@@ -95,19 +152,38 @@ function(check_variant name build_dir shared)
       message(FATAL_ERROR "the ${name} consumer links libmpi itself:\n${needed}")
     endif()
   endif()
-  execute_process(COMMAND "${dir}/consumer/consumer" WORKING_DIRECTORY "${dir}" RESULT_VARIABLE rc
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "grad=6" OR NOT out MATCHES "own headers: my_app/core my_app/nn")
+  # Run directly, the consumer's process group (one rank, tcp) takes torchrun's variables from
+  # here; rank 0 hosts the store on a port the kernel just handed out.
+  free_port(port)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1
+                    MASTER_ADDR=127.0.0.1 MASTER_PORT=${port} "${dir}/consumer/consumer"
+                  WORKING_DIRECTORY "${dir}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "grad=6" OR NOT out MATCHES "world_size=1"
+     OR NOT out MATCHES "own headers: my_app/core my_app/nn")
     message(FATAL_ERROR "the ${name} consumer failed (rc=${rc}): ${out}${err}")
   endif()
   message(STATUS "${name} consumer printed: ${out}")
   execute_process(COMMAND "${dir}/moved/bin/ember-run" --nproc-per-node 1 "${dir}/consumer/consumer"
                   WORKING_DIRECTORY "${dir}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0 OR NOT out MATCHES "grad=6")
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "grad=6" OR NOT out MATCHES "world_size=1")
     message(FATAL_ERROR "the ${name} consumer under <prefix>/bin/ember-run failed (rc=${rc}): ${out}${err}")
   endif()
   message(STATUS "${name} consumer under ember-run printed: ${out}")
 endfunction()
+
+# A TCP port that was free a moment ago (bound to port 0 and released), for MASTER_PORT.
+function(free_port out)
+  find_program(PYTHON3 python3 REQUIRED)
+  execute_process(COMMAND ${PYTHON3} -c
+    "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+    OUTPUT_VARIABLE port OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT port MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "could not find a free TCP port with python3 (${rc}): ${port}")
+  endif()
+  set(${out} ${port} PARENT_SCOPE)
+endfunction()
+
+check_readme_block_in_consumer()
 
 if(EMBER_BUILD_SHARED)
   set(built shared)

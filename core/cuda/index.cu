@@ -62,11 +62,15 @@ void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64
   int64_t n = 1;
   for (int d = 0; d < g.ndim; ++d) n *= g.sizes[d];
   CudaDeviceGuard guard(device_index);
-  EMBER_DISPATCH_NUMERIC(dtype, "scatter_add_", [&] {
-    launch_elements("scatter_add",
-                    n, kernels::ScatterAddF<scalar_t>{g, idx, static_cast<const scalar_t*>(src), static_cast<scalar_t*>(self)},
+  auto launch = [&]<typename T>(T*) {
+    launch_elements("scatter_add", n, kernels::ScatterAddF<T>{g, idx, static_cast<const T*>(src), static_cast<T*>(self)},
                     device_index);
-  });
+  };
+  // 16-bit floats too (autocast reaches gather's backward, Embedding's and index_select's): see
+  // Note [16-bit atomic add] in core/kernels/atomic.h.
+  if (dtype == DType::BFloat16) return launch(static_cast<BFloat16*>(nullptr));
+  if (dtype == DType::Float16) return launch(static_cast<Half*>(nullptr));
+  EMBER_DISPATCH_NUMERIC(dtype, "scatter_add_", [&] { launch(static_cast<scalar_t*>(nullptr)); });
 }
 
 void one_hot(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index) {

@@ -182,6 +182,72 @@ TEST(LaunchGrid, IndexFunctorsMatchTheCpuOpsFloat32) { check_index_functors<floa
 TEST(LaunchGrid, IndexFunctorsMatchTheCpuOpsFloat64) { check_index_functors<double>(kFloat64); }
 TEST(LaunchGrid, IndexFunctorsMatchTheCpuOpsInt64) { check_index_functors<int64_t>(kInt64); }
 
+// scatter_add_ and index_add_ on 16-bit floats (the CUDA path's; the CPU ops stop at float32):
+// small integers, whose sums are exact in bfloat16 and float16, against the float32 op.
+template <typename T>
+void check_scatter_add_functors_16(DType dtype) {
+  manual_seed(5);
+  auto ints = [](const IntList& sizes) {  // float32 holding integers in [0, 16)
+    return native::to(native::to(native::mul(rand(sizes), 16.0), kInt64), kFloat32);
+  };
+  for (const Grid& grid : kGrids) {
+    {
+      Tensor self = ints({3, 5});
+      Tensor src = native::transpose(ints({4, 3}), 0, 1);  // [3, 4]
+      Tensor index = from_vector(std::vector<int64_t>{0, 0, 4, -1, 2, 2, 2, 1, 3, 0, 4, 4}, {3, 4});
+      Tensor want = native::to(native::scatter_add(self, 1, index, src), dtype);
+      Tensor got = native::to(self, dtype);
+      Tensor src16 = native::to(src, dtype);
+      kernels::ScatterAddF<T> f{native::detail::scatter_add_geometry(got, 1, index.sizes(), src16),
+                                index.data_ptr<int64_t>(), static_cast<const T*>(src16.raw_data()),
+                                static_cast<T*>(got.raw_data())};
+      run_emulated(f, index.numel(), grid);
+      expect_same<float>(native::to(got, kFloat32), native::to(want, kFloat32), "scatter_add_");
+    }
+    {
+      Tensor base = ints({3, 5});
+      Tensor src = native::transpose(ints({3, 4}), 0, 1);  // [4, 3]
+      Tensor index = index_of({4, 0, 4, -1});
+      Tensor want = native::clone(native::transpose(base, 0, 1));  // [5, 3]
+      native::index_add_(want, 0, index, src);
+      Tensor got = native::to(base, dtype);
+      Tensor got_t = native::transpose(got, 0, 1);
+      Tensor src16 = native::to(src, dtype);
+      kernels::ScatterAddF<T> f{native::detail::index_add_geometry(got_t, 0, src16), index.data_ptr<int64_t>(),
+                                static_cast<const T*>(src16.raw_data()), static_cast<T*>(got_t.raw_data())};
+      run_emulated(f, src16.numel(), grid);
+      expect_same<float>(native::to(got_t, kFloat32), want, "index_add_");
+    }
+  }
+}
+
+TEST(LaunchGrid, ScatterAddFunctorsAddBFloat16) { check_scatter_add_functors_16<BFloat16>(kBFloat16); }
+TEST(LaunchGrid, ScatterAddFunctorsAddFloat16) { check_scatter_add_functors_16<Half>(kFloat16); }
+
+// The step of the CUDA compare-and-swap loop (Note [16-bit atomic add]): the addressed half of
+// the word gets the rounded sum, the other half keeps its bits.
+template <typename T>
+void check_add_to_half_word() {
+  const uint16_t lo = T(1.5f).bits, hi = T(-3.0f).bits;
+  const uint32_t word = (static_cast<uint32_t>(hi) << 16) | lo;
+  const uint32_t low_added = kernels::add_to_half_word<T>(word, 0, T(2.25f));
+  EXPECT_EQ(low_added >> 16, hi);
+  T got;
+  got.bits = static_cast<uint16_t>(low_added & 0xffffu);
+  EXPECT_EQ(static_cast<float>(got), 3.75f);
+  const uint32_t high_added = kernels::add_to_half_word<T>(word, 16, T(0.5f));
+  EXPECT_EQ(high_added & 0xffffu, lo);
+  got.bits = static_cast<uint16_t>(high_added >> 16);
+  EXPECT_EQ(static_cast<float>(got), -2.5f);
+  // Rounded to the 16-bit type: 256 + 1 is 256 in bfloat16 (8 significant bits), 257 in float16.
+  const uint32_t big = kernels::add_to_half_word<T>(T(256.0f).bits, 0, T(1.0f));
+  got.bits = static_cast<uint16_t>(big);
+  EXPECT_EQ(static_cast<float>(got), (std::is_same_v<T, BFloat16> ? 256.0f : 257.0f));
+}
+
+TEST(LaunchGrid, HalfWordAddKeepsTheOtherHalfBFloat16) { check_add_to_half_word<BFloat16>(); }
+TEST(LaunchGrid, HalfWordAddKeepsTheOtherHalfFloat16) { check_add_to_half_word<Half>(); }
+
 TEST(LaunchGrid, OneHotFunctorMatchesTheCpuOp) {
   Tensor idx = from_vector(std::vector<int64_t>{2, 0, 3, 3, 1, 0, 2}, {7});
   Tensor want = native::one_hot(idx, 5);

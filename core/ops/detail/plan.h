@@ -58,7 +58,7 @@ struct CudaKernels {
   /// out[plain] = in[indexed] (gather, index_select); any dtype; indices already checked.
   void (*index_gather)(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* in, void* out,
                        int device_index);
-  /// self[indexed] += src[plain] (scatter_add_, index_add_); float32/64, int32/64.
+  /// self[indexed] += src[plain] (scatter_add_, index_add_); float32/64, int32/64, bfloat16, float16.
   void (*index_scatter_add)(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src,
                             void* self, int device_index);
   /// out[i * num_classes + idx[i]] = 1 on a zeroed int64 output.

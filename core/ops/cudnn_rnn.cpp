@@ -63,6 +63,7 @@ using detail::CudnnRnnDesc;
 
 // -1: not read yet; 0 off; 1 on.
 std::atomic<int> g_cudnn_enabled{-1};
+std::atomic<uint64_t> g_forward_count{0};  // cudnn_rnn_forward_count()
 
 const CudnnRnnBackend* backend_of(const Tensor& t) {
   if (!t.device().is_cuda()) return nullptr;
@@ -188,6 +189,8 @@ bool cudnn_enabled() {
 
 void set_cudnn_enabled(bool on) { g_cudnn_enabled.store(on ? 1 : 0); }
 
+uint64_t cudnn_rnn_forward_count() { return g_forward_count.load(std::memory_order_relaxed); }
+
 bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input) {
   if (!input.defined() || !input.device().is_cuda() || !cudnn_enabled()) return false;
   if (input.dtype() != kFloat32 && input.dtype() != kFloat64) return false;
@@ -209,6 +212,7 @@ CudnnRnnForward cudnn_rnn_forward(const CudnnRnnConfig& c, const Tensor& input, 
                                   bool need_backward) {
   const CudnnRnnBackend* be = backend_of(input);
   EMBER_INTERNAL_ASSERT(be != nullptr, "cudnn_rnn_forward: cuDNN is not available for ", input.device());
+  g_forward_count.fetch_add(1, std::memory_order_relaxed);
   const Device device = input.device();
   const TensorOptions opts = TensorOptions(input.dtype()).device(device);
   const int64_t D = c.bidirectional ? 2 : 1, H = c.hidden_size, B = steps.batch_sizes[0], G = gate_count(c.mode);

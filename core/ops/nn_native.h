@@ -164,6 +164,9 @@ void set_cudnn_enabled(bool on);
 /// True when `input` (packed rows [N, F]) can run through cuDNN: it is on CUDA, ember was
 /// built with cuDNN, cudnn_enabled(), float32/float64, and every size fits cuDNN's int range.
 bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input);
+/// How many times cudnn_rnn_forward has run in this process (all threads): shows which RNN
+/// backend ran where no autograd node records it (under NoGradGuard, in eval).
+uint64_t cudnn_rnn_forward_count();
 
 /// What the cuDNN backward needs from its forward.
 struct CudnnRnnSaved {

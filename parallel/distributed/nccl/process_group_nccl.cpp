@@ -205,6 +205,14 @@ std::vector<uint8_t> ProcessGroupNCCL::make_unique_id() {
   return std::vector<uint8_t>(id.internal, id.internal + kUniqueIdBytes);
 }
 
+LibraryVersion ProcessGroupNCCL::nccl_version() {
+  LibraryVersion v;
+  int loaded = 0;
+  if (ncclGetVersion(&loaded) == ncclSuccess) v.loaded = loaded;
+  v.built = NCCL_VERSION_CODE;
+  return v;
+}
+
 ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int size, ProcessGroupNCCLOptions options)
     : ProcessGroup(rank, size) {
   EMBER_CHECK_T(ValueError, store != nullptr, "ProcessGroupNCCL: store is null");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda_info.h"
 #include "parallel/distributed/process_group.h"
 #include "parallel/distributed/store.h"
 
@@ -27,6 +28,9 @@ class ProcessGroupNCCL final : public ProcessGroup {
   static constexpr size_t kUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
   /// ncclGetUniqueId's bytes (rank 0 draws one; the others must get the same).
   static std::vector<uint8_t> make_unique_id();
+  /// The NCCL library this process loaded (ncclGetVersion) and the one built against
+  /// (NCCL_VERSION_CODE), as major * 10000 + minor * 100 + patch; loaded is 0 when the query fails.
+  static LibraryVersion nccl_version();
 
   /// Rank 0 draws the unique id and sets it in `store`; the others get it from there.
   /// Throws DeviceError when no CUDA device is visible or options.device is not one of them,

@@ -70,6 +70,27 @@ TEST(CudaOps, IndexOpsMatchCpu) {
   expect_close(one_hot(gpu(cls), 6), one_hot(cls, 6), 0, "one_hot");
 }
 
+// scatter_add_/index_add_ on 16-bit floats: 200 ones into each of two neighbouring elements,
+// which share one 32-bit word (Note [16-bit atomic add]): a lost update would show as a count
+// below 200 (exact in bfloat16 and float16); and index_add_ of small integers against float32.
+TEST(CudaOps, ScatterAddAndIndexAddTakeSixteenBitFloats) {
+  EMBER_REQUIRE_CUDA();
+  std::vector<int64_t> alternating(400);
+  for (size_t i = 0; i < alternating.size(); ++i) alternating[i] = static_cast<int64_t>(i % 2);
+  for (DType dt : {kBFloat16, kFloat16}) {
+    Tensor self = to(zeros({2}), kGpu, dt);
+    scatter_add_(self, 0, gpu(ints(alternating)), to(ones({400}), kGpu, dt));
+    expect_close(to(self, kFloat32), gpu(full({2}, 200.0)), 0, std::string("scatter_add_ ") + dtype_name(dt));
+    Tensor base = to(to(mul(rand({5, 3}), 16.0), kInt64), kFloat32);
+    Tensor add_src = to(to(mul(rand({4, 3}), 16.0), kInt64), kFloat32);
+    Tensor want = clone(base);
+    index_add_(want, 0, ints({4, 0, 4, -1}), add_src);
+    Tensor got = to(base, kGpu, dt);
+    index_add_(got, 0, gpu(ints({4, 0, 4, -1})), to(add_src, kGpu, dt));
+    expect_close(to(got, kFloat32), gpu(want), 0, std::string("index_add_ ") + dtype_name(dt));
+  }
+}
+
 TEST(CudaOps, IndexOutOfRangeIsAnIndexErrorNamingTheOpAndWritesNothing) {
   EMBER_REQUIRE_CUDA();
   Tensor w = gpu(randn({4, 3}));

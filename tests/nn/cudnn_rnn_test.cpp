@@ -3,7 +3,7 @@
 // bidirectional, packed (unsorted lengths) and padded (batch_first too), with and without bias,
 // float32 and float64, outputs, final states and the gradients of the input, the initial states
 // and every parameter; parameters that are not views of one flat buffer (the per-call copy);
-// dropout masks reproducible per manual_seed; the node that runs. ctest label gpu: every test
+// dropout masks reproducible per manual_seed; the node that runs (the forward count under NoGrad). ctest label gpu: every test
 // skips with the reason when no GPU is visible (or ember was built without cuDNN).
 #include <gtest/gtest.h>
 
@@ -247,16 +247,22 @@ TEST(CudnnRnn, EvalWithoutGradRunsCudnnAndMatchesTheFallback) {
   gru.to(kGpu);
   gru.eval();
   const Tensor x = native::to(seeded({5, 3, 4}, 6, kFloat32), kGpu);
+  // No node records the backend under NoGradGuard: cuDNN's forward count does.
   Tensor y_cudnn, y_fallback;
   {
     NoGradGuard g;
     CudnnSwitch on(true);
+    const uint64_t before = native::cudnn_rnn_forward_count();
     y_cudnn = std::get<0>(gru.forward(x));
+    EXPECT_FALSE(y_cudnn.grad_fn());
+    EXPECT_EQ(native::cudnn_rnn_forward_count(), before + 1) << "cuDNN runs the whole stack in one call";
   }
   {
     NoGradGuard g;
     CudnnSwitch off(false);
+    const uint64_t before = native::cudnn_rnn_forward_count();
     y_fallback = std::get<0>(gru.forward(x));
+    EXPECT_EQ(native::cudnn_rnn_forward_count(), before) << "EMBER_CUDNN off: the fallback runs";
   }
   expect_close(y_cudnn, y_fallback, tol_of(kFloat32), "GRU eval, no grad");
 }

@@ -3,12 +3,15 @@
 // rejected, and a missing rank failing rendezvous within the timeout; the regressions of issue
 // 16's review (end event on the group's device, barrier ordering, bounded destructor,
 // LOCAL_RANK % device_count, Work::wait ordering the caller's stream, the start event on the
-// caller's stream). Skips without
-// a GPU; the two-rank tests skip with fewer than two (NCCL refuses two ranks on one GPU).
+// caller's stream); on one GPU a one-rank group: the table, stream ordering, and the watchdog's
+// abort of an overdue collective with a new group working after it. Skips without a GPU; the
+// two-rank tests skip with fewer than two (NCCL refuses two ranks on one GPU), and the ordering
+// tests run with one rank, then with two where two GPUs exist.
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <future>
@@ -44,6 +47,9 @@ void on_gpus(int n, const std::function<void(ProcessGroupNCCL&)>& body) {
     });
   for (auto& t : threads) t.join();
 }
+
+// The world sizes the devices allow among 1 and 2.
+std::vector<int> world_sizes() { return cuda_device_count() >= 2 ? std::vector<int>{1, 2} : std::vector<int>{1}; }
 
 TEST(ProcessGroupNCCL, OneRankRunsTheTable) {
   if (cuda_device_count() < 1) GTEST_SKIP() << "no CUDA device";
@@ -86,13 +92,16 @@ TEST(ProcessGroupNCCL, SecondRanksFirstCollectiveFromAThreadOnAnotherDevice) {
 
 TEST(ProcessGroupNCCL, BarrierIsOrderedAfterTheCallersWork) {
   // Regression: the barrier's buffer was zeroed on the caller's stream after the start event.
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
-  on_gpus(2, [](ProcessGroupNCCL& pg) {
-    for (int i = 0; i < 50; ++i) pg.barrier()->wait();
-    Tensor t = full({1}, 1.0, TensorOptions(kFloat32).device(Device::cuda(pg.device())));
-    pg.all_reduce(t)->wait();
-    EXPECT_EQ(t.item(), 2.0);
-  });
+  if (cuda_device_count() < 1) GTEST_SKIP() << "no CUDA device";
+  for (int n : world_sizes()) {
+    SCOPED_TRACE(std::to_string(n) + " rank(s)");
+    on_gpus(n, [n](ProcessGroupNCCL& pg) {
+      for (int i = 0; i < 50; ++i) pg.barrier()->wait();
+      Tensor t = full({1}, 1.0, TensorOptions(kFloat32).device(Device::cuda(pg.device())));
+      pg.all_reduce(t)->wait();
+      EXPECT_EQ(t.item(), static_cast<double>(n));
+    });
+  }
 }
 
 TEST(ProcessGroupNCCL, DestructorIsBoundedWhenAPeerNeverJoins) {
@@ -150,16 +159,68 @@ TEST(ProcessGroupNCCL, WaitOrdersTheCallersCurrentStream) {
   // the work queued on that stream before it (the `full`), since its start event is recorded on
   // the caller's current stream (regression: on the legacy default stream, which does not order
   // ember's non-blocking pool streams).
-  if (cuda_device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
-  on_gpus(2, [](ProcessGroupNCCL& pg) {
-    const Device d = Device::cuda(pg.device());
-    StreamGuard guard(new_stream(d));
-    Tensor t = full({1 << 20}, pg.rank() + 1.0, TensorOptions(kFloat32).device(d));
-    pg.all_reduce(t)->wait();
-    Tensor doubled = native::mul(t, 2.0);  // on the current (non-default) stream
+  if (cuda_device_count() < 1) GTEST_SKIP() << "no CUDA device";
+  for (int n : world_sizes()) {
+    SCOPED_TRACE(std::to_string(n) + " rank(s)");
+    on_gpus(n, [n](ProcessGroupNCCL& pg) {
+      const Device d = Device::cuda(pg.device());
+      StreamGuard guard(new_stream(d));
+      Tensor t = full({1 << 20}, pg.rank() + 1.0, TensorOptions(kFloat32).device(d));
+      pg.all_reduce(t)->wait();
+      Tensor doubled = native::mul(t, 2.0);  // on the current (non-default) stream
+      current_stream(d).synchronize();
+      // Rank r sends r + 1: the sum is n(n + 1)/2 per element.
+      EXPECT_EQ(native::sum(native::to(doubled, Device::cpu())).item(), 2.0 * (n * (n + 1) / 2) * (1 << 20));
+    });
+  }
+}
+
+TEST(ProcessGroupNCCL, OneRankWatchdogAbortsAnOverdueCollectiveAndANewGroupWorks) {
+  // The caller's stream holds several timeouts' worth of matrix products, so the all_reduce
+  // queued behind them (its start event is on that stream) is overdue: the watchdog aborts the
+  // communicator, the Work fails with a DistributedError naming the timeout and the group says
+  // it is broken. A group made afterwards on the same device works.
+  if (cuda_device_count() < 1) GTEST_SKIP() << "no CUDA device";
+  const Device d = Device::cuda(0);
+  ProcessGroupNCCLOptions o;
+  o.device = 0;
+  o.timeout_ms = 60'000;
+  { ProcessGroupNCCL warm(std::make_shared<HashStore>(), 0, 1, o); }  // CUDA and NCCL set up outside the timeout
+  // How long one product takes here, so that the queue outlasts the timeout on any GPU.
+  Tensor a = native::div(ones({4096, 4096}, TensorOptions(kFloat32).device(d)), 4096.0);
+  Tensor b = native::mm(a, a);
+  current_stream(d).synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) b = native::mm(b, a);
+  current_stream(d).synchronize();
+  const double one_ms =
+      std::max(0.05, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / 4);
+  o.timeout_ms = 500;
+  {
+    ProcessGroupNCCL pg(std::make_shared<HashStore>(), 0, 1, o);
+    const int products = static_cast<int>(std::min(200000.0, 4 * o.timeout_ms / one_ms)) + 8;
+    for (int i = 0; i < products; ++i) b = native::mm(b, a);
+    Tensor t = full({16}, 1.0, TensorOptions(kFloat32).device(d));
+    auto w = pg.all_reduce(t);
+    try {
+      w->wait();
+      ADD_FAILURE() << "an all_reduce behind " << products << " products of ~" << one_ms
+                    << " ms each finished within the 500 ms timeout";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("not finished within 500 ms"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(pg.is_broken());
+    EXPECT_NE(pg.broken_reason().find("not finished within"), std::string::npos) << pg.broken_reason();
+    EXPECT_THROW(pg.all_reduce(t)->wait(), DistributedError) << "a broken group refuses new work";
     current_stream(d).synchronize();
-    EXPECT_EQ(native::sum(native::to(doubled, Device::cpu())).item(), 6.0 * (1 << 20));
-  });
+  }
+  o.timeout_ms = 60'000;
+  ProcessGroupNCCL fresh(std::make_shared<HashStore>(), 0, 1, o);
+  Tensor t = full({16}, 3.0, TensorOptions(kFloat32).device(d));
+  fresh.all_reduce(t)->wait();
+  fresh.broadcast(t, 0)->wait();
+  EXPECT_EQ(native::to(t, Device::cpu()).to_vector<float>(), std::vector<float>(16, 3.0f));
+  EXPECT_FALSE(fresh.is_broken());
 }
 
 }  // namespace

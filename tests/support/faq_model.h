@@ -59,6 +59,16 @@ struct FaqModel {
   template <class Lengths>
   Tensor step(const Tensor& tokens, const Lengths& lengths, const Tensor& targets, optim::Optimizer& opt) {
     opt.zero_grad(/*set_to_none=*/true);
+    Tensor loss = forward_backward(tokens, lengths, targets);
+    opt.step();
+    return loss;
+  }
+
+  /// step() without the optimizer: the loss, its gradients accumulated into the parameters'
+  /// .grad (the caller clears them first). Tests compare devices here, before an optimizer
+  /// amplifies rounding differences of near-zero gradients.
+  template <class Lengths>
+  Tensor forward_backward(const Tensor& tokens, const Lengths& lengths, const Tensor& targets) {
     Tensor x = emb->forward(tokens);
     auto packed = nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/true, /*enforce_sorted=*/false);
     auto [out, state] = lstm->forward(packed);
@@ -68,7 +78,6 @@ struct FaqModel {
     ce.ignore_index = -100;
     Tensor loss = nn::functional::cross_entropy(reshape(logits, {-1, vocab}), targets, ce);
     loss.backward();
-    opt.step();
     return loss;
   }
 

@@ -204,12 +204,10 @@ std::vector<uint8_t> FileStore::compare_set_impl(const std::string& key,
   sync_locked(file);
   const std::string raw = user_key(key);
   auto it = cache_.find(raw);
-  if ((it == cache_.end() && expected.empty()) || (it != cache_.end() && it->second == expected)) {
-    append_locked(file, kOpSet, raw, desired);
-    return desired;
-  }
-  if (it == cache_.end()) return expected;
-  return it->second;
+  const auto outcome = detail::compare_set_rule(it == cache_.end() ? nullptr : &it->second, expected, desired);
+  std::vector<uint8_t> result = *outcome.result;
+  if (outcome.write) append_locked(file, kOpSet, raw, desired);
+  return result;
 }
 
 bool FileStore::check_impl(const std::vector<std::string>& keys) {

@@ -41,14 +41,13 @@ std::vector<uint8_t> HashStore::compare_set_impl(const std::string& key,
                                                  const std::vector<uint8_t>& desired) {
   std::unique_lock<std::mutex> lock(mutex_);
   auto it = map_.find(key);
-  if ((it == map_.end() && expected.empty()) || (it != map_.end() && it->second == expected)) {
-    map_[key] = desired;
-    lock.unlock();
-    cv_.notify_all();
-    return desired;
-  }
-  if (it == map_.end()) return expected;
-  return it->second;
+  const auto outcome = detail::compare_set_rule(it == map_.end() ? nullptr : &it->second, expected, desired);
+  std::vector<uint8_t> result = *outcome.result;
+  if (!outcome.write) return result;
+  map_[key] = desired;
+  lock.unlock();
+  cv_.notify_all();
+  return result;
 }
 
 bool HashStore::all_present_locked(const std::vector<std::string>& keys) const {

@@ -120,5 +120,13 @@ std::string format_keys(const std::vector<std::string>& keys) {
   return out + "]";
 }
 
+CompareSetOutcome compare_set_rule(const std::vector<uint8_t>* current, const std::vector<uint8_t>& expected,
+                                   const std::vector<uint8_t>& desired) {
+  if ((current == nullptr && expected.empty()) || (current != nullptr && *current == expected)) return {true, &desired};
+  // A missing key with a non-empty expected returns expected and stores nothing, as PyTorch does.
+  return {false, current == nullptr ? &expected : current};
+}
+
 }  // namespace detail
+
 }  // namespace ember::parallel

@@ -81,6 +81,7 @@ class Store {
   std::atomic<int64_t> timeout_ms_;
 };
 
+
 namespace detail {
 /// Parses a counter written by add(); throws ValueError naming key otherwise.
 int64_t parse_counter(const std::string& key, const std::vector<uint8_t>& value);
@@ -94,6 +95,15 @@ int64_t added_counter(const std::string& key, const std::vector<uint8_t>* curren
 std::chrono::steady_clock::time_point deadline_after(int64_t timeout_ms);
 /// "['a', 'b']" for error messages.
 std::string format_keys(const std::vector<std::string>& keys);
+/// compare_set's rule, for every store that keeps its own keys (HashStore, FileStore,
+/// TCPStoreServer): `current` is the key's value, null when the key is absent. `write`: store
+/// `desired`; `result`: what compare_set returns (one of desired, expected, *current).
+struct CompareSetOutcome {
+  bool write = false;
+  const std::vector<uint8_t>* result = nullptr;
+};
+CompareSetOutcome compare_set_rule(const std::vector<uint8_t>* current, const std::vector<uint8_t>& expected,
+                                   const std::vector<uint8_t>& desired);
 }  // namespace detail
 
 }  // namespace ember::parallel

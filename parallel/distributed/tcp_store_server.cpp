@@ -298,14 +298,11 @@ class Session : public std::enable_shared_from_this<Session> {
         std::vector<uint8_t> desired = r.bytes();
         expect_end(r);
         auto it = data.find(key);
-        if ((it == data.end() && expected.empty()) || (it != data.end() && it->second == expected)) {
+        const auto outcome = detail::compare_set_rule(it == data.end() ? nullptr : &it->second, expected, desired);
+        respond(ok().bytes(*outcome.result));
+        if (outcome.write) {
           server_.insert(key, desired);
           server_.key_written(key);
-          respond(ok().bytes(desired));
-        } else if (it == data.end()) {
-          respond(ok().bytes(expected));
-        } else {
-          respond(ok().bytes(it->second));
         }
         return;
       }

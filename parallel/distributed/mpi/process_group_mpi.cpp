@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "parallel/distributed/detail/broken_state.h"
 #include "parallel/distributed/mpi/collectives.h"
 
 namespace ember::parallel {
@@ -50,8 +51,9 @@ struct ProcessGroupMPI::Impl {
   std::condition_variable watchdog_cv;   // wakes the watchdog
   std::deque<Task> queue;                // guarded by mutex
   bool stop = false;                     // guarded by mutex
-  bool broken = false;                   // guarded by mutex
-  std::string broken_reason;             // guarded by mutex
+  // Broken under `mutex` (so that the watchdog's break and the queue it fails are one step);
+  // read anywhere.
+  detail::BrokenState state;
   std::shared_ptr<Work> running;         // guarded by mutex: the collective in MPI now
   Clock::time_point running_deadline;    // guarded by mutex
   bool worker_stuck = false;             // guarded by mutex: the watchdog gave up on it
@@ -61,18 +63,11 @@ struct ProcessGroupMPI::Impl {
   std::thread worker;
   std::thread watchdog;
 
-  void break_locked(const std::string& reason) {
-    if (broken) return;
-    broken = true;
-    broken_reason = reason;
-  }
-
   // Takes the queued tasks out; the caller fails them once it dropped the lock (a Work's
   // callbacks may call into the group).
-  std::vector<std::pair<std::shared_ptr<Work>, std::exception_ptr>> take_queue_locked(const std::string& why) {
+  std::vector<std::pair<std::shared_ptr<Work>, std::exception_ptr>> take_queue_locked() {
     std::vector<std::pair<std::shared_ptr<Work>, std::exception_ptr>> out;
-    for (auto& t : queue)
-      out.emplace_back(t.work, std::make_exception_ptr(DistributedError(t.description + " not run: " + why)));
+    for (auto& t : queue) out.emplace_back(t.work, state.not_run(t.description));
     queue.clear();
     return out;
   }
@@ -113,7 +108,7 @@ struct ProcessGroupMPI::Impl {
         if (error && !done) {
           {
             std::lock_guard<std::mutex> lock(mutex);
-            break_locked(p.description + " timed out");
+            state.break_group(p.description + " timed out");
           }
           if (p.is_recv) {
             // A cancelled recv completes at once; then its tensors are free again.
@@ -149,9 +144,8 @@ struct ProcessGroupMPI::Impl {
       }
       Task task = std::move(queue.front());
       queue.pop_front();
-      if (broken) {
-        auto error = std::make_exception_ptr(
-            DistributedError(task.description + " not run: the process group is broken: " + broken_reason));
+      if (state.broken()) {
+        auto error = state.not_run(task.description);
         lock.unlock();
         task.work->finish(error);
         lock.lock();
@@ -187,7 +181,7 @@ struct ProcessGroupMPI::Impl {
       if (error) {
         // Break first, so that nothing queued behind it runs on a communicator in an unknown state.
         std::lock_guard<std::mutex> guard(mutex);
-        break_locked(failure);
+        state.break_group(failure);
       }
       if (task.run || error) {
         task.work->finish(std::move(error));
@@ -217,9 +211,9 @@ struct ProcessGroupMPI::Impl {
       const std::string msg = w->description() + " failed: did not finish within " + std::to_string(timeout_ms) +
                               " ms (a peer is hung or dead; MPI cannot interrupt a collective, so this group is "
                               "unusable and the process should exit)";
-      break_locked(msg);
+      state.break_group(msg);
       worker_stuck = true;
-      auto failed = take_queue_locked("the process group is broken: " + msg);
+      auto failed = take_queue_locked();
       failed.insert(failed.begin(), {w, std::make_exception_ptr(DistributedError(msg))});
       running.reset();
       lock.unlock();
@@ -275,15 +269,9 @@ ProcessGroupMPI::~ProcessGroupMPI() {
   }
 }
 
-bool ProcessGroupMPI::is_broken() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->broken;
-}
+bool ProcessGroupMPI::is_broken() const { return impl_->state.broken(); }
 
-std::string ProcessGroupMPI::broken_reason() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->broken_reason;
-}
+std::string ProcessGroupMPI::broken_reason() const { return impl_->state.reason(); }
 
 void ProcessGroupMPI::check_device(const std::string& op, const Tensor& t) const {
   EMBER_CHECK_T(ValueError, t.device().is_cpu(), who(), ": ", op, ": the mpi backend takes CPU tensors, got one on ",
@@ -295,18 +283,16 @@ std::shared_ptr<Work> enqueue(ProcessGroupMPI::Impl& impl, const OpInfo& info, T
   task.work = std::make_shared<Work>(info.description);
   task.description = info.description;
   auto work = task.work;
-  std::string broken_reason;
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
-    if (!impl.broken) {
+    if (!impl.state.broken()) {
       impl.queue.push_back(std::move(task));
-    } else {
-      broken_reason = impl.broken_reason;
+      queued = true;
     }
   }
-  if (!broken_reason.empty()) {
-    work->finish(std::make_exception_ptr(
-        DistributedError(info.description + " not run: the process group is broken: " + broken_reason)));
+  if (!queued) {
+    work->finish(impl.state.not_run(info.description));
     return work;
   }
   impl.cv.notify_one();

@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "parallel/distributed/detail/broken_state.h"
 #include "core/stream.h"
 #include "parallel/distributed/detail/local_device.h"
 #include "parallel/distributed/nccl/collectives.h"
@@ -60,8 +61,8 @@ struct ProcessGroupNCCL::Impl {
   mutable std::mutex mutex;
   std::condition_variable cv;
   bool stop = false;                // guarded by mutex
-  bool broken = false;              // guarded by mutex
-  std::string broken_reason;        // guarded by mutex
+  // Broken under `mutex`, together with taking the pending Works; read anywhere.
+  detail::BrokenState state;
   std::list<std::weak_ptr<NcclWork>> pending;  // guarded by mutex
   std::thread watchdog;
 
@@ -147,9 +148,7 @@ void ProcessGroupNCCL::Impl::break_group(const std::string& reason) {
   std::list<std::weak_ptr<NcclWork>> failing;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (broken) return;
-    broken = true;
-    broken_reason = reason;
+    if (!state.break_group(reason)) return;
     failing.swap(pending);
   }
   if (comm.comm != nullptr) ncclCommAbort(comm.comm);  // ends kernels stuck on a peer
@@ -167,7 +166,7 @@ void ProcessGroupNCCL::Impl::watchdog_loop() {
   std::unique_lock<std::mutex> lock(mutex);
   while (!stop) {
     cv.wait_for(lock, std::chrono::milliseconds(10));
-    if (stop || broken) continue;
+    if (stop || state.broken()) continue;
     std::vector<std::shared_ptr<NcclWork>> works;
     for (auto it = pending.begin(); it != pending.end();) {
       if (auto w = it->lock()) {
@@ -283,11 +282,7 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   }
   impl_->cv.notify_all();
   impl_->watchdog.join();
-  bool broken;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    broken = impl_->broken;
-  }
+  const bool broken = impl_->state.broken();
   DeviceGuard guard(impl_->comm.device);
   if (!broken) {
     // Let what is enqueued finish, for at most timeout_ms (regression: an unbounded
@@ -307,15 +302,9 @@ ProcessGroupNCCL::~ProcessGroupNCCL() {
   cudaStreamDestroy(impl_->comm.stream);
 }
 
-bool ProcessGroupNCCL::is_broken() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->broken;
-}
+bool ProcessGroupNCCL::is_broken() const { return impl_->state.broken(); }
 
-std::string ProcessGroupNCCL::broken_reason() const {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->broken_reason;
-}
+std::string ProcessGroupNCCL::broken_reason() const { return impl_->state.reason(); }
 
 int ProcessGroupNCCL::device() const { return impl_->comm.device; }
 
@@ -332,13 +321,9 @@ std::shared_ptr<Work> launch(const std::shared_ptr<ProcessGroupNCCL::Impl>& impl
                              std::vector<Tensor> tensors,
                              const std::function<void(const nccl::Comm&, std::vector<Tensor>& keep)>& body) {
   auto work = std::make_shared<NcclWork>(info.description, impl);
-  {
-    std::lock_guard<std::mutex> lock(impl->mutex);
-    if (impl->broken) {
-      work->finish(std::make_exception_ptr(
-          DistributedError(info.description + " not run: the process group is broken: " + impl->broken_reason)));
-      return work;
-    }
+  if (impl->state.broken()) {
+    work->finish(impl->state.not_run(info.description));
+    return work;
   }
   // Declared outside the try: on an enqueue failure the buffers stay alive until the communicator
   // is aborted, since copies and kernels already queued may still touch them (regression: they

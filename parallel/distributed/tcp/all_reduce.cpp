@@ -194,8 +194,7 @@ static_assert(sizeof(CmaRecord) == 40, "CmaRecord is a wire format");
 void all_reduce_cma(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t part, ReduceOp op) {
   using detail::IoResult;
   using detail::PipelineFailure;
-  if (ctx.state->broken())
-    EMBER_THROW(DistributedError, info.description, " not run: the process group is broken: ", ctx.state->reason());
+  ctx.state->check_not_broken(info.description);
   const int n = ctx.size;
   const int r = ctx.rank;
   const int next = ctx.next(), prev = ctx.prev();
@@ -303,8 +302,7 @@ void all_reduce_cma(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
 // See Note [Shared-memory all_reduce]. `tensors` (one dtype) are reduced as one flat tensor.
 void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<Tensor>& tensors, uint32_t part,
                     ReduceOp op) {
-  if (ctx.state->broken())
-    EMBER_THROW(DistributedError, info.description, " not run: the process group is broken: ", ctx.state->reason());
+  ctx.state->check_not_broken(info.description);
   detail::SharedMemory& shm = *ctx.shm;
   const int n = ctx.size;
   const int r = ctx.rank;

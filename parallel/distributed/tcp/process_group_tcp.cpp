@@ -134,8 +134,7 @@ void ProcessGroupTCP::worker_loop() {
     lock.unlock();
     std::exception_ptr error;
     if (state_->broken()) {
-      error = std::make_exception_ptr(
-          DistributedError(task.description + " not run: the process group is broken: " + state_->reason()));
+      error = state_->not_run(task.description);
     } else {
       try {
         if (shm_) shm_->enter(task.type, task.seq);  // Note [Shared-memory all_reduce]

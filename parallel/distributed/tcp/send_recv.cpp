@@ -196,8 +196,7 @@ void P2PEngine::fail_peer(int peer, const std::string& why) {
 
 void P2PEngine::adopt(std::unique_ptr<Op> op) {
   if (state_->broken()) {
-    op->work->finish(std::make_exception_ptr(
-        DistributedError(op->description + " not run: the process group is broken: " + state_->reason())));
+    op->work->finish(state_->not_run(op->description));
     return;
   }
   const int peer = op->peer;

@@ -4,22 +4,6 @@
 
 namespace ember::parallel::tcp::detail {
 
-std::string GroupState::reason() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return reason_;
-}
-
-bool GroupState::break_group(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (broken_.load(std::memory_order_relaxed)) return false;
-    reason_ = reason;
-    broken_.store(true, std::memory_order_release);
-  }
-  mesh_->shutdown_all();
-  return true;
-}
-
 std::string describe_failure(const OpInfo& info, const PipelineFailure& f, int64_t timeout_ms) {
   std::string msg = info.description + " failed: ";
   const std::string peer = "rank " + std::to_string(f.peer);
@@ -37,8 +21,7 @@ std::string describe_failure(const OpInfo& info, const PipelineFailure& f, int64
 }
 
 void Context::run(const OpInfo& info, PipelinePlan& plan) {
-  if (state->broken())
-    EMBER_THROW(DistributedError, info.description, " not run: the process group is broken: ", state->reason());
+  state->check_not_broken(info.description);
   PipelineFailure failure;
   current_ = &info;
   failure_message_.clear();

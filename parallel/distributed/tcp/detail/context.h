@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/distributed/detail/broken_state.h"
 #include "parallel/distributed/process_group.h"
 #include "parallel/distributed/tcp/detail/mesh.h"
 #include "parallel/distributed/tcp/detail/pipeline.h"
@@ -19,22 +20,11 @@ namespace ember::parallel::tcp::detail {
 
 class SharedMemory;
 
-/// Whether the group is broken, and why. The first break_group() wins; it shuts every
-/// socket of the mesh down, so that all blocked I/O (here and, through the closed
-/// connections, on the peers) ends at once. Thread-safe.
-class GroupState {
+/// The tcp group's BrokenState: the first break shuts every socket of the mesh down, so that
+/// all blocked I/O (here and, through the closed connections, on the peers) ends at once.
+class GroupState : public parallel::detail::BrokenState {
  public:
-  explicit GroupState(Mesh* mesh) : mesh_(mesh) {}
-  bool broken() const { return broken_.load(std::memory_order_acquire); }
-  std::string reason() const;
-  /// Returns true when this call broke the group (reason recorded), false when it already was.
-  bool break_group(const std::string& reason);
-
- private:
-  Mesh* mesh_;
-  std::atomic<bool> broken_{false};
-  mutable std::mutex mutex_;
-  std::string reason_;  // guarded by mutex_
+  explicit GroupState(Mesh* mesh) : BrokenState([mesh] { mesh->shutdown_all(); }) {}
 };
 
 struct Context {

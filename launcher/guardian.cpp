@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/fd_io.h"
+#include "launcher/cgroup.h"
 
 // Note [Guardian]
 // ember-run puts each worker in a process group of its own, so stopping a worker's group
@@ -27,13 +28,14 @@
 // forgets it (written by ember-run once it has swept that group itself). On EOF the
 // guardian SIGKILLs every registered group and exits. It sits in its own process group
 // with every signal it can block blocked, so neither Ctrl-C nor a signal to ember-run's
-// group takes it down first. A process that leaves its group (setsid, setpgid) escapes:
-// only a cgroup would hold it, and ember-run does not manage cgroups.
+// group takes it down first. A process that leaves its group (setsid, setpgid) escapes the
+// group kill; where ember-run could make cgroups, the guardian then kills ember-run's cgroup
+// too, which holds every worker's (Note [Rank cgroups] in cgroup.cpp).
 
 namespace ember::launcher {
 namespace {
 
-[[noreturn]] void guardian_main(int read_fd) {
+[[noreturn]] void guardian_main(int read_fd, const std::string& cgroup) {
   ::setpgid(0, 0);
   sigset_t all;
   ::sigfillset(&all);
@@ -57,12 +59,13 @@ namespace {
       groups.erase(-msg);
   }
   for (int32_t g : groups) ::kill(-g, SIGKILL);
+  RankCgroups::kill_and_remove(cgroup);
   ::_exit(0);
 }
 
 }  // namespace
 
-Guardian::Guardian() {
+Guardian::Guardian(std::string cgroup) {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) throw std::runtime_error(std::string("cannot create a pipe: ") + std::strerror(errno));
   pid_ = ::fork();
@@ -74,7 +77,7 @@ Guardian::Guardian() {
   }
   if (pid_ == 0) {
     ::close(p[1]);
-    guardian_main(p[0]);
+    guardian_main(p[0], cgroup);
   }
   ::close(p[0]);
   fd_ = p[1];

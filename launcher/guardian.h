@@ -8,13 +8,16 @@
 #pragma once
 #include <sys/types.h>
 
+#include <string>
+
 namespace ember::launcher {
 
 class Guardian {
  public:
   /// Forks the guardian. Call it before any thread starts. Throws std::runtime_error when
-  /// pipe() or fork() fails.
-  Guardian();
+  /// pipe() or fork() fails. With a cgroup directory (RankCgroups::root()), the guardian
+  /// also kills and removes that cgroup when ember-run is gone.
+  explicit Guardian(std::string cgroup = "");
   /// Closes the pipe and waits for the guardian, so every group still registered is gone
   /// when this returns.
   ~Guardian();

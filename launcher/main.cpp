@@ -31,6 +31,7 @@
 
 #include "core/error.h"
 
+#include "launcher/cgroup.h"
 #include "launcher/guardian.h"
 #include "launcher/launch_options.h"
 #include "launcher/signal_watcher.h"
@@ -105,9 +106,14 @@ void wait_for_round(const LaunchOptions& o, const std::string& token, int round,
 
 int run(const LaunchOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
-  // First of all: it must be forked while nothing else exists, and destroyed last, after
+  // The guardian kills this cgroup when ember-run is gone, so it exists first (no thread).
+  ember::launcher::RankCgroups cgroups;
+  if (!cgroups.available())
+    say("note: ranks run without cgroups (" + cgroups.why_not() +
+        "); a process a rank starts that leaves its process group (setsid) can outlive ember-run");
+  // It must be forked while nothing else exists, and destroyed before the cgroups, after
   // the workers are reaped (see Note [Guardian]).
-  ember::launcher::Guardian guardian;
+  ember::launcher::Guardian guardian(cgroups.root());
   // Before any thread exists (the store server's), so every thread has the signals blocked.
   ember::launcher::SignalWatcher signals;
 
@@ -129,7 +135,7 @@ int run(const LaunchOptions& o) {
     }
   }
 
-  ember::launcher::WorkerGroup group(o, signals, &guardian);
+  ember::launcher::WorkerGroup group(o, signals, &guardian, &cgroups);
   std::unique_ptr<TCPStoreServer> store;
   int port = o.master_port;
   for (int attempt = 0;; ++attempt) {

@@ -100,10 +100,13 @@ struct WorkerGroup::Worker {
   std::unique_ptr<LinePrefixer> err;
   WorkerExit exit;
   bool exited = false;
+  std::string cgroup;  // its cgroup's directory, "" without one
 };
 
-WorkerGroup::WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian)
-    : options_(options), signals_(signals), guardian_(guardian), program_path_(resolve_program(options.program)) {}
+WorkerGroup::WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian,
+                         RankCgroups* cgroups)
+    : options_(options), signals_(signals), guardian_(guardian), cgroups_(cgroups),
+      program_path_(resolve_program(options.program)) {}
 
 WorkerGroup::~WorkerGroup() {
   if (any_live()) {
@@ -117,6 +120,7 @@ WorkerGroup::~WorkerGroup() {
       }
   }
   for (auto& w : workers_) {
+    RankCgroups::kill_and_remove(w->cgroup);
     close_fd(w->out_fd);
     close_fd(w->err_fd);
     close_fd(w->log_fd);
@@ -212,6 +216,8 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
   const pid_t parent = ::getpid();
   const sigset_t child_mask = signals_.original_mask();
   const int guardian_fd = guardian_ ? guardian_->fd() : -1;
+  w.cgroup = cgroups_ != nullptr ? cgroups_->make(w.rank) : std::string();
+  const std::string cgroup_procs = w.cgroup.empty() ? std::string() : w.cgroup + "/cgroup.procs";
 
   // --cpu-bind auto: this local rank's block of CPUs, as a mask the child applies before exec.
   cpu_set_t cpu_mask;
@@ -230,6 +236,7 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
     ::setpgid(0, 0);
     // Before anything in the group can start a process: see Note [Guardian].
     if (guardian_fd >= 0) Guardian::register_self(guardian_fd);
+    if (!cgroup_procs.empty()) RankCgroups::join(cgroup_procs.c_str());  // Note [Rank cgroups]
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive ember-run
     if (::getppid() != parent) ::_exit(127);
     ::dup2(dev_null >= 0 ? dev_null : STDIN_FILENO, STDIN_FILENO);
@@ -418,9 +425,12 @@ void WorkerGroup::stop(int first_signal) {
       }
     }
   }
-  // Grandchildren a worker left behind share its process group: take them down too.
+  // Grandchildren a worker left behind share its process group, or its cgroup if they left
+  // the group: take them down too.
   for (auto& w : workers_) {
     ::kill(-w->pid, SIGKILL);
+    RankCgroups::kill_and_remove(w->cgroup);
+    w->cgroup.clear();
     if (guardian_ && !w->running) guardian_->forget(w->pid);
   }
   drain_pipes(500);

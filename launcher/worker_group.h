@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "launcher/cgroup.h"
 #include "launcher/guardian.h"
 #include "launcher/launch_options.h"
 #include "launcher/line_prefixer.h"
@@ -59,7 +60,10 @@ class WorkerGroup {
  public:
   /// Resolves the program on PATH. Throws LaunchError when it is not found. With a
   /// guardian, every worker registers its process group there (see Note [Guardian]).
-  WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian = nullptr);
+  /// With cgroups (available), every worker starts in a cgroup of its own, which stop()
+  /// kills (Note [Rank cgroups]).
+  WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian = nullptr,
+              RankCgroups* cgroups = nullptr);
   /// Kills and reaps whatever is still running.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -97,6 +101,7 @@ class WorkerGroup {
   const LaunchOptions& options_;
   SignalWatcher& signals_;
   Guardian* guardian_;
+  RankCgroups* cgroups_;
   std::string program_path_;
   std::vector<std::unique_ptr<Worker>> workers_;
   int interrupted_by_ = 0;

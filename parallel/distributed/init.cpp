@@ -1,5 +1,9 @@
 #include "parallel/distributed/init.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -66,6 +70,47 @@ std::pair<std::string, int> parse_tcp_url(const std::string& url) {
   return {host, static_cast<int>(port)};
 }
 
+// Whether every address `host` stands for is a loopback one (127.0.0.0/8, ::1), so that a
+// store there is out of the network's reach. A name that does not resolve counts as exposed.
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost") return true;
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return false;
+  bool all = true;
+  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+      all = all && (ip >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      all = all && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    } else {
+      all = false;
+    }
+  }
+  ::freeaddrinfo(res);
+  return all;
+}
+
+constexpr const char* kAllowNoTokenEnv = "EMBER_STORE_ALLOW_NO_TOKEN";
+
+// Note [Tokenless stores]: a store rank 0 hosts holds the tcp group's join secret, so one
+// without a token on an address others can reach lets them pose as a rank. Every rank
+// refuses that configuration (the same environment gives the same answer everywhere, so
+// all fail at once instead of the clients timing out) unless the user opted in.
+void refuse_exposed_tokenless_store(const std::string& host, const std::string& listen_on) {
+  const char* allow = get(kAllowNoTokenEnv);
+  if (allow != nullptr && std::string(allow) == "1") return;
+  if (is_loopback_host(listen_on)) return;
+  EMBER_THROW(ValueError, "init_process_group: rank 0 would host the store at ", listen_on,
+              " (MASTER_ADDR ", host, ") without a token, so anyone who can reach it could read the "
+              "process group's join secret and write keys. Export a token on every rank, e.g. in the "
+              "batch script: export ", kStoreTokenEnv, "=$(openssl rand -hex 32) (srun and mpirun pass "
+              "the environment to every task); or set ", kAllowNoTokenEnv, "=1 to accept an open store",
+              allow != nullptr ? std::string(" (") + kAllowNoTokenEnv + "='" + allow + "' is not 1)" : "");
+}
+
 // Note [Store exposure]: a store rank 0 hosts (no launcher's store) listens on the interface
 // of the address the ranks were told to reach it at (MASTER_ADDR or tcp://host), not on every
 // interface, so MASTER_ADDR=127.0.0.1 keeps it off the network; EMBER_STORE_BIND_ADDR
@@ -92,11 +137,12 @@ std::shared_ptr<Store> make_tcp_store(const std::string& host, int port, int ran
     o.token.assign(bytes.begin(), bytes.end());
   }
 #endif
+  const char* bind = get("EMBER_STORE_BIND_ADDR");
+  if (!env.launcher_store && o.token.empty()) refuse_exposed_tokenless_store(host, bind != nullptr ? bind : host);
   if (!env.launcher_store && rank == 0) {
     o.is_server = true;
     o.world_size = world_size;
     o.wait_for_workers = false;  // the process group's rendezvous waits for everyone
-    const char* bind = get("EMBER_STORE_BIND_ADDR");
     o.bind_address = bind != nullptr ? bind : host;
     try {
       return std::make_shared<TCPStore>(host, static_cast<uint16_t>(port), o);

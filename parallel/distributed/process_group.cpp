@@ -67,7 +67,7 @@ std::string ProcessGroup::debug_report(int64_t store_timeout_ms) const {
   return out;
 }
 
-void ProcessGroup::verify_fingerprint(const CollectiveFingerprint& fp, Device device) {
+void ProcessGroup::verify_fingerprint(const CollectiveFingerprint& fp, Device device, bool desync) {
   // Note [Desync check] (process_group_debug.cpp).
   const std::vector<int64_t> mine = fp.encode();
   const int64_t n = CollectiveFingerprint::kLength;
@@ -78,7 +78,7 @@ void ProcessGroup::verify_fingerprint(const CollectiveFingerprint& fp, Device de
   OpInfo info;
   info.type = OpType::ALL_GATHER;
   info.seq = static_cast<uint64_t>(fp.seq);
-  info.description = who() + ": desync check before " + fp.str();
+  info.description = who() + ": " + (desync ? "desync" : "argument") + " check before " + fp.str();
   try {
     all_gather_impl(info, outputs, input)->wait(debug_timeout_ms_);
   } catch (const Error& e) {
@@ -93,12 +93,21 @@ void ProcessGroup::verify_fingerprint(const CollectiveFingerprint& fp, Device de
   }
   if (same) return;
   std::ostringstream os;
-  os << who() << ": desync detected (EMBER_DISTRIBUTED_DEBUG=DETAIL): the ranks called different collectives: ";
+  os << who() << ": " << (desync ? "desync detected (EMBER_DISTRIBUTED_DEBUG=DETAIL)" : "argument mismatch")
+     << ": the ranks called different collectives: ";
   for (int r = 0; r < size_; ++r) os << (r ? "; " : "") << "rank " << r << " called " << all[r].str();
   os << "\n" << recorder_.dump(rank_);
   EMBER_THROW(DistributedError, os.str());
 }
 
+// Note [Argument check]: every rank of a collective must pass the same root, sizes, dtype
+// and op. tcp compares them in the headers that open every collective. MPI and NCCL do not
+// for rooted collectives: mismatched broadcast roots both return (the ranks then disagree in
+// silence) and mismatched reduce roots hang until a timeout. So for the collectives a
+// backend does not check itself (checks_arguments), the ranks first all-gather their
+// fingerprints, the desync check's machinery, and all fail with a DistributedError naming
+// each rank's call (the group stays usable: nothing ran). It costs one small all_gather per
+// rooted collective on mpi and nccl; DETAIL runs it before every collective.
 std::shared_ptr<Work> ProcessGroup::run_collective(const CollectiveFingerprint& fp, const std::vector<Tensor>& tensors,
                                                    const std::function<std::shared_ptr<Work>()>& launch) {
   if (!tensors.empty()) last_device_ = tensors.front().device();
@@ -116,9 +125,11 @@ std::shared_ptr<Work> ProcessGroup::run_collective(const CollectiveFingerprint& 
       // The record is a debugging aid: a store that went away must not fail the collective.
     }
   }
-  if (debug_level_ == DebugLevel::kDetail && size_ > 1) {
+  const auto type = static_cast<OpType>(fp.op);
+  const bool detail = debug_level_ == DebugLevel::kDetail;
+  if ((detail || !checks_arguments(type)) && size_ > 1) {
     try {
-      verify_fingerprint(fp, last_device_);
+      verify_fingerprint(fp, last_device_, /*desync=*/detail);
     } catch (...) {
       entry->failed.store(true);
       entry->duration_us.store(

@@ -137,6 +137,11 @@ class ProcessGroup {
                                           int tag) = 0;
   /// Throws ValueError when the backend cannot use tensors on `device` (tcp, mpi: CPU only).
   virtual void check_device(const std::string& op, const Tensor& t) const = 0;
+  /// Note [Argument check]: whether the backend itself fails a collective of `type` whose
+  /// arguments (root, sizes, dtype, op) differ between ranks. Where it does not, the base
+  /// class compares the ranks' fingerprints before the collective. The default: every
+  /// collective but the rooted ones, whose mismatches MPI and NCCL leave silent or hung.
+  virtual bool checks_arguments(OpType type) const { return type != OpType::BROADCAST && type != OpType::REDUCE; }
 
   /// "tcp rank 0/4"
   std::string who() const;
@@ -150,7 +155,9 @@ class ProcessGroup {
   /// launches it. Called with call_mutex_ held.
   std::shared_ptr<Work> run_collective(const CollectiveFingerprint& fp, const std::vector<Tensor>& tensors,
                                        const std::function<std::shared_ptr<Work>()>& launch);
-  void verify_fingerprint(const CollectiveFingerprint& fp, Device device);
+  /// All-gathers the ranks' fingerprints and throws DistributedError naming every rank's call
+  /// when they differ: as the desync check (DETAIL), or as Note [Argument check].
+  void verify_fingerprint(const CollectiveFingerprint& fp, Device device, bool desync);
 
   const int rank_;
   const int size_;

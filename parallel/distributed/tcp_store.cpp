@@ -117,15 +117,26 @@ TCPStore::ConnectionPtr TCPStore::open_connection(int64_t timeout_ms, bool retry
                 ":", port_, ": the server refused this client's token (",
                 token_.empty() ? "none given" : "wrong token",
                 "); set ", kStoreTokenEnv, " to the token of the job's launcher or store");
-  if (response.size() != 1 || response[0] != uint8_t(Status::kOk))
+  if (response.size() != 5 || response[0] != uint8_t(Status::kOk))
     EMBER_THROW(DistributedError, "TCPStore: the server at ", host_, ":", port_,
                 " answered ember's store handshake with ", response.size(), " bytes starting ",
-                int(response.empty() ? -1 : response[0]), ": expected the 1-byte status of an ember TCPStore");
+                int(response.empty() ? -1 : response[0]),
+                ": expected an ember TCPStore's status byte and frame limit (5 bytes)");
+  FrameReader limit(response.data() + 1, 4);
+  max_frame_bytes_.store(limit.u32(), std::memory_order_relaxed);
   return conn;
 }
 
 std::vector<uint8_t> TCPStore::call(const std::string& what, std::vector<uint8_t> frame,
                                     int64_t timeout_ms) {
+  // A frame over the server's limit would make it close the connection: refuse it here,
+  // naming the limit, before anything is sent.
+  const uint64_t payload_bytes = frame.size() - detail::kFrameHeaderBytes;
+  const uint32_t limit = max_frame_bytes_.load(std::memory_order_relaxed);
+  EMBER_CHECK_T(ValueError, payload_bytes <= limit, what, ": the request is ", payload_bytes,
+                " bytes, over the store server's frame limit of ", limit, " bytes (",
+                limit / double(1 << 20), " MiB, TCPStoreServerOptions::max_frame_bytes)", where(),
+                "; keep large values out of the store (send tensors through a process group)");
   ConnectionPtr conn;
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);

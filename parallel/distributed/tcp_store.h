@@ -5,6 +5,8 @@
 // Every operation has a deadline: TimeoutError names the op, the key and the timeout;
 // a dead or unreachable server gives DistributedError, never a hang.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -82,6 +84,8 @@ class TCPStore : public Store {
   std::shared_ptr<TCPStoreServer> server_;
   std::mutex pool_mutex_;
   std::vector<ConnectionPtr> idle_;  // guarded by pool_mutex_
+  // The server's max_frame_bytes, as its handshake said; requests larger are refused.
+  std::atomic<uint32_t> max_frame_bytes_{TCPStoreServerOptions{}.max_frame_bytes};
 };
 
 }  // namespace ember::parallel

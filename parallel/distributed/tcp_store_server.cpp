@@ -229,7 +229,9 @@ class Session : public std::enable_shared_from_this<Session> {
     authenticated_ = true;
     server_.probation_end(this);
     auth_timer_.cancel();
-    respond(FrameWriter().u8(uint8_t(Status::kOk)));
+    // The frame limit rides on the handshake's answer, so that a client names it when a
+    // request would exceed it instead of seeing its connection closed.
+    respond(FrameWriter().u8(uint8_t(Status::kOk)).u32(server_.options().max_frame_bytes));
     return true;
   }
 

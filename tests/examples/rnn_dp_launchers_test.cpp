@@ -201,7 +201,11 @@ class LocalSlurm {
   }
   const std::string& why_not() const { return why_not_; }
   /// `srun ARGS` against this Slurm.
-  RunResult srun(const std::string& args) const { return run_command(env_ + " /usr/bin/srun " + args); }
+  /// The token is exported as a batch script would (srun passes it to every task): rank 0's
+  /// store listens on the step's first host, and refuses to without one (Note [Tokenless stores]).
+  RunResult srun(const std::string& args) const {
+    return run_command(env_ + " EMBER_STORE_TOKEN=rnn-dp-launchers-test /usr/bin/srun " + args);
+  }
 
  private:
   fs::path dir_;

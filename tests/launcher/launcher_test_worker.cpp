@@ -186,6 +186,16 @@ int main(int argc, char** argv) {
     if (rank() != fail_rank) sleep_until_stopped();
     return 2;
   }
+  if (mode == "setsid-grandchild" && argc == 3) {  // a child that leaves the worker's process group
+    const std::string dir = argv[2];
+    if (::fork() == 0) {
+      ::setsid();
+      write_file(dir + "/child_" + env("RANK"), std::to_string(::getpid()));
+      sleep_until_stopped();
+    }
+    wait_for_all(dir, "child_");
+    sleep_until_stopped();
+  }
   if (mode == "daemon" && argc == 3) {
     const std::string dir = argv[2];
     if (::fork() == 0) {

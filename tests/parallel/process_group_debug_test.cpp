@@ -171,5 +171,79 @@ TEST(FlightRecorder, KeepsTheLastEntriesWithTheirState) {
   EXPECT_EQ(rec.last_entered(), "barrier #3");
 }
 
+// A backend that does not check collective arguments itself, as mpi and nccl: it relays each
+// operation to a tcp group, keeping the base class's checks_arguments (rooted collectives
+// unchecked), so the base class's argument check is what stands between mismatched roots
+// and the relayed collective.
+class RelayGroup final : public ProcessGroup {
+ public:
+  explicit RelayGroup(ProcessGroupTCP& inner) : ProcessGroup(inner.rank(), inner.size()), inner_(inner) {}
+  std::string backend_name() const override { return "relay"; }
+  bool is_broken() const override { return inner_.is_broken(); }
+  std::string broken_reason() const override { return inner_.broken_reason(); }
+
+ protected:
+  std::shared_ptr<Work> all_reduce_impl(const OpInfo&, std::vector<Tensor> t, ReduceOp op) override {
+    return inner_.all_reduce(t, op);
+  }
+  std::shared_ptr<Work> broadcast_impl(const OpInfo&, std::vector<Tensor> t, int root) override {
+    ++relayed_rooted;
+    return inner_.broadcast(t, root);
+  }
+  std::shared_ptr<Work> reduce_impl(const OpInfo&, std::vector<Tensor> t, int root, ReduceOp op) override {
+    ++relayed_rooted;
+    return inner_.reduce(t, root, op);
+  }
+  std::shared_ptr<Work> all_gather_impl(const OpInfo&, std::vector<Tensor> out, Tensor in) override {
+    return inner_.all_gather(out, in);
+  }
+  std::shared_ptr<Work> reduce_scatter_impl(const OpInfo&, Tensor out, std::vector<Tensor> in, ReduceOp op) override {
+    return inner_.reduce_scatter(out, in, op);
+  }
+  std::shared_ptr<Work> barrier_impl(const OpInfo&) override { return inner_.barrier(); }
+  std::shared_ptr<Work> send_impl(const OpInfo&, std::vector<Tensor> t, int dst, int tag) override {
+    return inner_.send(t, dst, tag);
+  }
+  std::shared_ptr<Work> recv_impl(const OpInfo&, std::vector<Tensor> t, int src, int tag) override {
+    return inner_.recv(t, src, tag);
+  }
+  void check_device(const std::string&, const Tensor&) const override {}
+
+ public:
+  int relayed_rooted = 0;
+
+ private:
+  ProcessGroupTCP& inner_;
+};
+
+// Note [Argument check], with no debug level: mismatched roots fail on every rank naming each
+// rank's call before the backend runs anything, and the group stays usable.
+TEST(ArgumentCheck, MismatchedRootsFailBeforeABackendThatDoesNotCheckThemRuns) {
+  for (OpType type : {OpType::BROADCAST, OpType::REDUCE}) {
+    std::vector<int> relayed(2, -1);
+    auto errors = on_ranks(2, 20000, DebugLevel::kOff, [&](int r, ProcessGroupTCP& inner, std::shared_ptr<Store>) {
+      RelayGroup pg(inner);
+      Tensor t = ones({8});
+      try {
+        (type == OpType::BROADCAST ? pg.broadcast(t, r) : pg.reduce(t, r))->wait();
+      } catch (const DistributedError& e) {
+        relayed[r] = pg.relayed_rooted;
+        // Usable: matching roots run, and the result is right.
+        Tensor b = full({4}, r == 1 ? 5.0 : 0.0);
+        pg.broadcast(b, 1)->wait();
+        EXPECT_EQ(b.to_vector<float>(), std::vector<float>(4, 5.0f));
+        throw;
+      }
+    });
+    const std::string name = op_type_name(type);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(relayed[r], 0) << "rank " << r << ": the mismatched " << name << " reached the backend";
+      EXPECT_THAT(errors[r], HasSubstr("relay rank " + std::to_string(r) + "/2: argument mismatch"));
+      EXPECT_THAT(errors[r], HasSubstr("rank 0 called " + name + " #1 (float32, [8], root 0"));
+      EXPECT_THAT(errors[r], HasSubstr("rank 1 called " + name + " #1 (float32, [8], root 1"));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember::parallel

@@ -29,6 +29,8 @@ const char* const kVars[] = {"RANK",
                              "MASTER_ADDR",
                              "MASTER_PORT",
                              "EMBER_STORE_TOKEN",
+                             "EMBER_STORE_ALLOW_NO_TOKEN",
+                             "EMBER_STORE_BIND_ADDR",
                              "EMBER_USE_AGENT_STORE",
                              "TORCHELASTIC_USE_AGENT_STORE",
                              "EMBER_RESTART_COUNT",
@@ -253,6 +255,42 @@ TEST_F(InitEnv, StoreHostedByRankZeroListensOnlyOnMasterAddr) {
   char text[INET_ADDRSTRLEN] = {};
   ::inet_ntop(AF_INET, &other, text, sizeof text);
   EXPECT_EQ(connect_errno(other, port), ECONNREFUSED) << "the store is reachable at " << text << ":" << port;
+}
+
+// Note [Tokenless stores]: outside ember-run and mpirun nobody hands out a token, so a store
+// rank 0 hosts on an address others can reach (srun's first host, a hand-set MASTER_ADDR)
+// would give anyone there the group's join secret. Every rank refuses, naming the one-line
+// fix, unless a token is exported or EMBER_STORE_ALLOW_NO_TOKEN=1 opts in; loopback is fine.
+TEST_F(InitEnv, TokenlessStoreOnAReachableAddressIsRefusedWithTheFix) {
+  const int port = free_port();
+  const std::string port_s = std::to_string(port);
+  set("WORLD_SIZE", "1");
+  set("MASTER_PORT", port_s.c_str());
+  set("MASTER_ADDR", "127.0.0.1");
+  set("EMBER_STORE_BIND_ADDR", "0.0.0.0");  // every interface: reachable
+  for (const char* rank : {"0", "1"}) {
+    set("RANK", rank);
+    set("WORLD_SIZE", rank[0] == '0' ? "1" : "2");
+    const std::string m = error_of<ValueError>([] { init_process_group("tcp"); });
+    EXPECT_NE(m.find("without a token"), std::string::npos) << m;
+    EXPECT_NE(m.find("export EMBER_STORE_TOKEN="), std::string::npos) << m;
+    EXPECT_NE(m.find("EMBER_STORE_ALLOW_NO_TOKEN=1"), std::string::npos) << m;
+  }
+  set("RANK", "0");
+  set("WORLD_SIZE", "1");
+  set("EMBER_STORE_ALLOW_NO_TOKEN", "yes");  // only 1 opts in, and the message says so
+  EXPECT_NE(error_of<ValueError>([] { init_process_group("tcp"); }).find("EMBER_STORE_ALLOW_NO_TOKEN='yes' is not 1"),
+            std::string::npos);
+  set("EMBER_STORE_ALLOW_NO_TOKEN", "1");
+  init_process_group("tcp");
+  destroy_process_group();
+  ::unsetenv("EMBER_STORE_ALLOW_NO_TOKEN");
+  set("EMBER_STORE_TOKEN", "a-token-the-batch-script-exported");
+  init_process_group("tcp");
+  destroy_process_group();
+  ::unsetenv("EMBER_STORE_TOKEN");
+  ::unsetenv("EMBER_STORE_BIND_ADDR");  // MASTER_ADDR 127.0.0.1's interface: loopback only
+  init_process_group("tcp");
 }
 
 }  // namespace

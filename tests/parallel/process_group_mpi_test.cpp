@@ -119,6 +119,36 @@ TEST(ProcessGroupMPI, DesyncCheckNamesEachRanksCall) {
   EXPECT_EQ(t.to_vector<float>()[0], static_cast<float>(pg->size()));
 }
 
+// Note [Argument check]: MPI_Bcast with mismatched roots would return on both ranks, and
+// MPI_Reduce would hang. Without any debug level, both fail on every rank naming each rank's
+// root, before MPI runs them, and the group stays usable.
+TEST(ProcessGroupMPI, MismatchedRootsFailNamingEachRanksRoot) {
+  auto pg = group();
+  if (pg->size() < 2) GTEST_SKIP() << "needs two ranks (run under mpirun -np 2)";
+  ASSERT_EQ(pg->debug_level(), DebugLevel::kOff);
+  for (OpType type : {OpType::BROADCAST, OpType::REDUCE}) {
+    std::string error;
+    try {
+      Tensor t = ones({16});
+      const int root = pg->rank() == 0 ? 0 : 1;
+      auto work = type == OpType::BROADCAST ? pg->broadcast(t, root) : pg->reduce(t, root);
+      work->wait(30'000);
+    } catch (const DistributedError& e) {
+      error = e.what();
+    }
+    const std::string name = op_type_name(type);
+    EXPECT_NE(error.find("argument mismatch"), std::string::npos) << error;
+    EXPECT_NE(error.find("rank 0 called " + name), std::string::npos) << error;
+    EXPECT_NE(error.find("[16], root 0"), std::string::npos) << error;
+    EXPECT_NE(error.find("rank 1 called " + name), std::string::npos) << error;
+    EXPECT_NE(error.find("[16], root 1"), std::string::npos) << error;
+  }
+  Tensor t = ones({3});
+  pg->broadcast(t, 1)->wait(30'000);  // matching roots still run
+  pg->all_reduce(t)->wait(30'000);
+  EXPECT_EQ(t.to_vector<float>()[0], static_cast<float>(pg->size()));
+}
+
 TEST(ProcessGroupMPI, ArgumentErrors) {
   auto pg = group();
   Tensor t = zeros({4, 4});

@@ -16,6 +16,7 @@
 #include <functional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "core/error.h"
 #include "parallel/distributed/hash_store.h"
@@ -271,6 +272,62 @@ TEST(ProcessGroupTCP, MismatchedCollectivesFailWithDistributedErrorNamingBoth) {
   EXPECT_NE(said.find("is running"), std::string::npos) << messages[0] << "\n" << messages[1];
   EXPECT_NE(said.find("broadcast #1"), std::string::npos) << said;
   EXPECT_NE(said.find("all_reduce #1"), std::string::npos) << said;
+}
+
+// Note [Rooted headers]: ranks that disagree on a broadcast's or a reduce's root all fail
+// with a DistributedError naming both roots, at once (not at the timeout), at every world
+// size, for tensors sent inline and through the sender thread.
+class TcpMismatchedRoots : public ::testing::TestWithParam<std::tuple<int, OpType, int64_t>> {};
+
+TEST_P(TcpMismatchedRoots, FailEveryRankNamingBothRoots) {
+  const auto [n, type, numel] = GetParam();
+  Groups groups = make_groups(n, fast_options(/*timeout_ms=*/120'000));
+  std::vector<std::string> messages(static_cast<size_t>(n));
+  const auto start = std::chrono::steady_clock::now();
+  on_ranks(groups, [&, type = type, numel = numel](ProcessGroupTCP& pg) {
+    // Rank 1 names itself the root, everyone else rank 0.
+    const int root = pg.rank() == 1 ? 1 : 0;
+    Tensor t = ones({numel});
+    try {
+      (type == OpType::BROADCAST ? pg.broadcast(t, root) : pg.reduce(t, root))->wait();
+      ADD_FAILURE() << "rank " << pg.rank() << ": mismatched roots succeeded";
+    } catch (const DistributedError& e) {
+      messages[pg.rank()] = e.what();
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "failed only at the timeout";
+  const std::string name = op_type_name(type);
+  bool named_both = false;
+  for (const std::string& m : messages) {
+    if (m.find("is running " + name + " #1") == std::string::npos) continue;
+    named_both = named_both || (m.find("root 0") != std::string::npos && m.find("root 1") != std::string::npos);
+  }
+  std::string all;
+  for (const std::string& m : messages) all += m + "\n";
+  EXPECT_TRUE(named_both) << all;
+  for (auto& g : groups) EXPECT_TRUE(g->is_broken());
+}
+
+INSTANTIATE_TEST_SUITE_P(RootsSizesAndPaths, TcpMismatchedRoots,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(OpType::BROADCAST, OpType::REDUCE),
+                                            ::testing::Values(int64_t{16}, int64_t{1} << 20)));
+
+// Matching roots still work with every rank exchanging headers around the whole ring.
+TEST(ProcessGroupTCP, EveryRootOfBroadcastAndReduceStillWorks) {
+  for (int n : {2, 3}) {
+    Groups groups = make_groups(n);
+    on_ranks(groups, [n](ProcessGroupTCP& pg) {
+      for (int root = 0; root < n; ++root) {
+        Tensor b = full({1000}, pg.rank() == root ? 7.0 : 0.0);
+        pg.broadcast(b, root)->wait();
+        EXPECT_EQ(b.to_vector<float>()[999], 7.0f);
+        Tensor r = full({1000}, 1.0 + pg.rank());
+        pg.reduce(r, root)->wait();
+        EXPECT_EQ(r.to_vector<float>()[0], pg.rank() == root ? n * (n + 1) / 2.0f : 1.0f + pg.rank());
+      }
+    });
+  }
 }
 
 TEST(ProcessGroupTCP, MismatchedSizesAreDetected) {

@@ -94,8 +94,8 @@ class RawClient {
   }
   void authenticate(const std::string& token = kToken) {
     send(FrameWriter().u8(uint8_t(Op::kAuth)).bytes(detail::kAuthMagic).bytes(token).finish());
-    // Swallow the 5-byte OK response.
-    uint8_t buf[5];
+    // Swallow the OK response: its frame header, the status and the server's frame limit.
+    uint8_t buf[9];
     size_t got = 0;
     while (got < sizeof buf) {
       ssize_t n = ::recv(fd_, buf + got, sizeof buf - got, 0);
@@ -289,6 +289,35 @@ TEST(TCPStoreServer, StandaloneServerHostsClientsOnly) {
   EXPECT_EQ(r1.add("n", 1) + r0.add("n", 1), 3);
   server.stop();
   EXPECT_THROW(r0.get("x", 5000), DistributedError);
+}
+
+// A set over the server's frame limit was reported as a lost connection ("is the server still
+// alive?"). The handshake now tells the client the limit, and the client refuses the request
+// with a ValueError naming it, before sending anything; the connection and store stay usable.
+TEST(TCPStore, SetOverTheFrameLimitNamesTheLimit) {
+  for (uint32_t limit : {uint32_t{64} << 20, uint32_t{1} << 16}) {
+    TCPStoreServerOptions o;
+    o.bind_address = "127.0.0.1";
+    o.token = kToken;
+    o.max_frame_bytes = limit;
+    TCPStoreServer server(o);
+    TCPStore store("127.0.0.1", server.port(), client_options());
+    const std::vector<uint8_t> big(static_cast<size_t>(limit) + 1, 7);
+    try {
+      store.set("big", big);
+      ADD_FAILURE() << "a set over the frame limit succeeded";
+    } catch (const ValueError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("TCPStore::set('big')"), std::string::npos) << m;
+      EXPECT_NE(m.find("frame limit of " + std::to_string(limit) + " bytes"), std::string::npos) << m;
+      EXPECT_EQ(m.find("still alive"), std::string::npos) << m;
+    }
+    EXPECT_THROW(store.compare_set("big", std::vector<uint8_t>{}, big), ValueError);
+    // Just under the limit (the frame's other fields included) still goes through.
+    const std::vector<uint8_t> fits(limit - 64, 3);
+    store.set("fits", fits);
+    EXPECT_EQ(store.get("fits").size(), fits.size());
+  }
 }
 
 TEST(TCPStoreServer, BindingAPortInUseThrowsDistributedError) {

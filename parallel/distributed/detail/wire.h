@@ -17,7 +17,7 @@ namespace ember::parallel::detail {
 // arrive when the keys exist (the server parks the request, it never polls), so a client
 // that gives up closes the connection, which cancels the parked request.
 // The first frame of a connection must be kAuth {bytes magic "EMBER-STORE-1", bytes token};
-// the server answers kOk, or kAuthFailed and closes. Before authentication frames are
+// the server answers kOk followed by a u32 (its max_frame_bytes), or kAuthFailed and closes. Before authentication frames are
 // capped at kMaxAuthFrameBytes, after it at the server's max_frame_bytes. A frame that is
 // malformed, over the cap or of an unknown op closes that connection and nothing else.
 enum class Op : uint8_t {

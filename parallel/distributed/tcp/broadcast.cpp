@@ -19,21 +19,27 @@ void broadcast_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t
   detail::PipelinePlan plan;
   plan.header = detail::OpHeader::make(info.type, info.seq, part, t.dtype(), nbytes, root);
   plan.deadline = ctx.deadline();
-  if (pos < n - 1) {
-    plan.send_socket = &ctx.socket(ctx.next());
-    plan.send_peer = ctx.next();
-  }
-  if (pos > 0) {
-    plan.recv_socket = &ctx.socket(ctx.prev());
-    plan.recv_peer = ctx.prev();
-  }
+  // Note [Rooted headers]: every rank sends its header to the next and reads the previous
+  // one's, the chain's ends included, so the check covers the whole ring: if any two ranks'
+  // roots (or sizes, dtypes, ops) differ, some neighbours differ and fail. With headers only
+  // along the chain, ranks that each believed themselves the root would all send, none would
+  // receive, and all would return. And the chain's end acknowledges to its start (8 bytes,
+  // the operation's number) once it has everything, so the start completes only when the
+  // whole chain did: a rank that failed (and shut its connections down) fails every rank's
+  // call, the root's included, instead of leaving the root believing it succeeded.
+  plan.send_socket = &ctx.socket(ctx.next());
+  plan.send_peer = ctx.next();
+  plan.recv_socket = &ctx.socket(ctx.prev());
+  plan.recv_peer = ctx.prev();
   for (size_t k = 0; k < nseg; ++k) {
     const size_t b = std::min(nbytes, k * seg);
     const size_t len = std::min(nbytes, b + seg) - b;
-    if (plan.recv_socket != nullptr) plan.recvs.push_back({base + b, len});
-    if (plan.send_socket != nullptr)
-      plan.sends.push_back({base + b, len, pos == 0 ? -1 : static_cast<int64_t>(k)});
+    if (pos > 0) plan.recvs.push_back({base + b, len});
+    if (pos < n - 1) plan.sends.push_back({base + b, len, pos == 0 ? -1 : static_cast<int64_t>(k)});
   }
+  detail::ChainAck ack(info.seq);
+  ack.add_to(plan, /*is_start=*/pos == 0, /*is_end=*/pos == n - 1, nseg);
+  if (pos == 0) plan.on_received = [&](size_t) { ack.check(plan.recv_peer); };
   ctx.run(info, plan);
 }
 

@@ -103,6 +103,9 @@ class ProcessGroupTCP final : public ProcessGroup {
   std::shared_ptr<Work> send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) override;
   std::shared_ptr<Work> recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) override;
   void check_device(const std::string& op, const Tensor& t) const override;
+  /// Every collective opens with headers that each rank compares with its ring neighbours'
+  /// (tcp/detail/op_header.h, Note [Rooted headers] in tcp/broadcast.cpp).
+  bool checks_arguments(OpType) const override { return true; }
 
  private:
   struct Task {

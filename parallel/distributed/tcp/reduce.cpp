@@ -26,14 +26,13 @@ void reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t pa
   detail::PipelinePlan plan;
   plan.header = detail::OpHeader::make(info.type, info.seq, part, dtype, nbytes, root, op);
   plan.deadline = ctx.deadline();
-  if (!is_root) {
-    plan.send_socket = &ctx.socket(ctx.next());
-    plan.send_peer = ctx.next();
-  }
-  if (!first) {
-    plan.recv_socket = &ctx.socket(ctx.prev());
-    plan.recv_peer = ctx.prev();
-  }
+  // The chain's ends exchange headers too, and the root acknowledges to the chain's start
+  // (Note [Rooted headers] in broadcast.cpp), so mismatched roots fail on every rank instead of
+  // timing out, or of returning on the ranks that only send.
+  plan.send_socket = &ctx.socket(ctx.next());
+  plan.send_peer = ctx.next();
+  plan.recv_socket = &ctx.socket(ctx.prev());
+  plan.recv_peer = ctx.prev();
   std::vector<size_t> offsets;
   for (size_t k = 0; k < nseg; ++k) {
     const size_t b = std::min(nbytes, k * seg);
@@ -42,7 +41,10 @@ void reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t pa
     if (!first) plan.recvs.push_back({tmp, len});
     if (!is_root) plan.sends.push_back({(first ? base : partial) + b, len, first ? -1 : static_cast<int64_t>(k)});
   }
+  detail::ChainAck ack(info.seq);
+  ack.add_to(plan, /*is_start=*/first, /*is_end=*/is_root, nseg);
   plan.on_received = [&](size_t k) {
+    if (first) return ack.check(plan.recv_peer);  // the start receives only the root's acknowledgement
     const int64_t len = static_cast<int64_t>(plan.recvs[k].num_bytes / esz);
     uint8_t* own = base + offsets[k];
     uint8_t* dst = is_root ? own : partial + offsets[k];

@@ -2,7 +2,19 @@
 
 #include <exception>
 
+#include "core/error.h"
+
 namespace ember::parallel::tcp::detail {
+
+void ChainAck::add_to(PipelinePlan& plan, bool is_start, bool is_end, size_t nseg) {
+  if (is_end) plan.sends.push_back({&sent, sizeof sent, static_cast<int64_t>(nseg) - 1});
+  if (is_start) plan.recvs.push_back({&received, sizeof received});
+}
+
+void ChainAck::check(int peer) const {
+  EMBER_CHECK_T(DistributedError, received == expected, "rank ", peer, " acknowledged operation #", received,
+                " at the end of the chain, expected #", expected);
+}
 
 Pipeline::Pipeline(std::function<void(const PipelineFailure&)> abort, size_t inline_send_bytes)
     : abort_(std::move(abort)), inline_send_bytes_(inline_send_bytes) {

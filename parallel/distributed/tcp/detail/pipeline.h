@@ -58,6 +58,20 @@ struct PipelineFailure {
   std::string message;      // header mismatch, or an exception from on_received
 };
 
+/// The acknowledgement that closes a chain (broadcast, reduce): the chain's end sends the
+/// operation's number to the chain's start after its last receive, and the start receives it
+/// as its only data; see Note [Rooted headers] in tcp/broadcast.cpp. Lives as long as the plan.
+struct ChainAck {
+  explicit ChainAck(uint64_t seq) : sent(seq), expected(seq) {}
+  /// Adds the send (end: after receive nseg-1) or the receive (start) to `plan`.
+  void add_to(PipelinePlan& plan, bool is_start, bool is_end, size_t nseg);
+  /// On the start, after the receive: throws DistributedError when it is not this operation's.
+  void check(int peer) const;
+  uint64_t sent;
+  uint64_t received = 0;
+  uint64_t expected;
+};
+
 class Pipeline {
  public:
   /// `abort` breaks the group (shutting its sockets down); run() calls it with the first

@@ -11,7 +11,7 @@
 namespace ember {
 
 // Note [Current stream]
-// Every CUDA op launches on the current stream of its device (core/cuda/launch.cuh), and the
+// Every CUDA op launches on the current stream of its device (core/kernels/cuda/launch.cuh), and the
 // cuBLAS handle is bound to that stream before each call. The current stream starts as the
 // device's default stream (id 0, CUDA's legacy default stream, which orders against every
 // other blocking stream) and is changed per thread with StreamGuard or set_current_stream.

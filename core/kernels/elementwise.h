@@ -1,6 +1,6 @@
 // The math of every element-wise op, once, as host/device functors, and the visitors that map
 // an op id to its functor. The CPU driver (core/kernels/cpu/loops.h) and the CUDA driver
-// (core/cuda/loops.cuh) both call visit_*; neither knows any op's formula.
+// (core/kernels/cuda/loops.cuh) both call visit_*; neither knows any op's formula.
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // How a hand-written kernel is written (Note [Kernels as launch-grid functors]): a functor whose
 // EMBER_HOST_DEVICE operator()(const LaunchIndex&) is the body of one CUDA thread. The CUDA
-// launcher (core/cuda/launch.cuh) runs it as a __global__ function; emulate_launch() below runs
+// launcher (core/kernels/cuda/launch.cuh) runs it as a __global__ function; emulate_launch() below runs
 // the very same body on the CPU for every block and thread of the grid, in order, so CPU tests
 // exercise its index arithmetic and bounds. Header-only, no CUDA headers; thread-safe (pure).
 #pragma once
@@ -44,7 +44,7 @@ struct LaunchIndex {
 
 struct LaunchConfig {
   Dim3 grid, block;
-  const char* name = "kernel";  // named in errors (see core/cuda/launch.cuh)
+  const char* name = "kernel";  // named in errors (see core/kernels/cuda/launch.cuh)
 };
 
 constexpr unsigned kLaunchThreads = 256;

@@ -1,6 +1,6 @@
 // Multi-tensor launches (Note [Multi-tensor launches]): one kernel over a list of tensors through
 // a chunk table, for the optimizer updates, the gradient norm and its scaling. Header-only, no
-// CUDA headers: the CUDA launchers (core/cuda/multi_tensor.cu) and the CPU grid-emulation tests
+// CUDA headers: the CUDA launchers (core/kernels/cuda/multi_tensor.cu) and the CPU grid-emulation tests
 // (tests/core/launch_grid_optim_test.cpp) run the same MultiTensorKernel. Thread-safe (pure).
 #pragma once
 #include <cstdint>

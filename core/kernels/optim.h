@@ -1,6 +1,6 @@
 // The per-element math of the optimizer updates, once, as host/device functors: the CPU driver
 // (core/kernels/cpu/optim.cpp) runs them in loops that vectorize, the CUDA multi-tensor launch
-// (core/cuda/multi_tensor.cu, Note [Multi-tensor launches]) runs them per thread. Op order
+// (core/kernels/cuda/multi_tensor.cu, Note [Multi-tensor launches]) runs them per thread. Op order
 // follows torch's _single_tensor_adam / _single_tensor_sgd, each step rounded to T as the
 // separate tensor ops would round it.
 #pragma once

@@ -172,7 +172,7 @@ inline int64_t random_launch_blocks(const RandomLaunch& r) {
   return (r.t.n + per - 1) / per;
 }
 
-/// Calls run(functor, num_blocks) with r's functor: the CUDA launcher (core/cuda/random.cu)
+/// Calls run(functor, num_blocks) with r's functor: the CUDA launcher (core/kernels/cuda/random.cu)
 /// passes a launch over the blocks, the CPU tests emulate_launch, so both run this mapping.
 /// Throws TypeError for a dtype the op does not support on CUDA.
 template <typename Run>

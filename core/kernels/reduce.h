@@ -18,6 +18,9 @@ struct ReducePlan {
   int64_t red_strides[kMaxDims] = {};  // input strides (elements) of the reduced dims; last is innermost
   int64_t out_numel = 1;
   int64_t red_numel = 1;
+  // The input is contiguous and the reduced dims are its leading dims (at least one), with more
+  // than one output: a [red_numel, out_numel] matrix summed over rows. A CPU fast path reads it.
+  bool leading_dense = false;
 
   EMBER_HOST_DEVICE int64_t out_offset(int64_t o) const {
     int64_t off = 0;

@@ -3,27 +3,18 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/kernels/cpu/loops.h"
+#include "core/ops/copy.h"
 #include "core/ops/detail/plan.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/pinned_memory.h"
 
 namespace ember::native {
+
+detail::DispatchStub<CopyBytesFn> copy_bytes_stub;
+
 namespace {
-
-void cpu_cast(DType to_t, DType from_t, const kernels::ElementwisePlan& plan) {
-  EMBER_DISPATCH_ALL(to_t, "copy_", [&] {
-    using To = scalar_t;
-    EMBER_DISPATCH_ALL(from_t, "copy_", [&] {
-      kernels::cpu::cpu_kernel<To, scalar_t>(plan, kernels::CastF<To, scalar_t>{});
-    });
-  });
-}
-
-bool same_memory_layout(const Tensor& a, const Tensor& b) {
-  return a.sizes() == b.sizes() && a.is_contiguous() && b.is_contiguous();
-}
 
 // num_bytes of pinned host memory (a block of at least one byte, so that an empty tensor is
 // pinned too). Throws DeviceError without a CUDA device.
@@ -54,9 +45,11 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
   }
   if (self.numel() == 0) return self;
   Device sd = src.device(), dd = self.device();
-  if (sd.is_cuda() || dd.is_cuda()) {
-    auto& k = detail::require_cuda("copy_");
-    if (sd != dd) {
+  // Logical CPU devices share one address space: only a copy with a CUDA side moves bytes between
+  // devices, through the kernel of that side.
+  if ((sd.is_cuda() || dd.is_cuda()) && sd != dd) {
+    const CopyBytesFn* copy_bytes = copy_bytes_stub.kernel(sd.is_cuda() ? sd : dd, "copy_");
+    {
       // Bring src to the destination's device as a dense tensor of the same dtype, then cast there.
       // A copy with a host side runs asynchronously only when that side is pinned memory
       // (never a temporary made here: a non-contiguous source is staged in pageable memory).
@@ -65,7 +58,7 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
         const bool async = dd.is_cpu()   ? async_copy(self, sd, non_blocking)
                            : sd.is_cpu() ? async_copy(dense, dd, non_blocking)
                                          : non_blocking;  // between GPUs: Note [Copies between devices]
-        k.copy_bytes(self.raw_data(), dd, dense.raw_data(), sd, self.nbytes(), async);
+        copy_bytes(self.raw_data(), dd, dense.raw_data(), sd, self.nbytes(), async);
         self.bump_version();
         return self;
       }
@@ -74,19 +67,11 @@ Tensor& copy_(Tensor& self, const Tensor& src, bool non_blocking) {
       // staging memory first and waits; a copy between GPUs is as above.
       Tensor staged = empty(dense.sizes(), TensorOptions(dense.dtype()).device(dd));
       const bool async = sd.is_cpu() ? async_copy(dense, dd, non_blocking) : dd.is_cuda() && non_blocking;
-      k.copy_bytes(staged.raw_data(), dd, dense.raw_data(), sd, dense.nbytes(), async);
+      copy_bytes(staged.raw_data(), dd, dense.raw_data(), sd, dense.nbytes(), async);
       return copy_(self, staged, non_blocking);
     }
-    k.cast(self.dtype(), src.dtype(), detail::make_plan(self, {&src}));
-    self.bump_version();
-    return self;
   }
-  // CPU (any logical index: one address space).
-  if (self.dtype() == src.dtype() && same_memory_layout(self, src)) {
-    std::memcpy(self.raw_data(), src.raw_data(), self.nbytes());
-  } else {
-    cpu_cast(self.dtype(), src.dtype(), detail::make_plan(self, {&src}));
-  }
+  cast_stub.kernel(dd, "copy_")(self.dtype(), src.dtype(), detail::make_plan(self, {&src}));
   self.bump_version();
   return self;
 }

@@ -1,14 +1,21 @@
-// Element-wise ops: argument checks, dtype promotion, output allocation and dispatch of the
-// functors in core/kernels/elementwise.h to the CPU driver or the CUDA kernels table.
+// Element-wise ops: argument checks, dtype promotion, output allocation and dispatch through
+// the stubs of core/ops/elementwise.h.
+#include "core/ops/elementwise.h"
+
 #include <algorithm>
 
 #include "core/cuda/cuda_backend.h"
-#include "core/kernels/cpu/loops.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<BinaryFn> binary_stub;
+detail::DispatchStub<UnaryFn> unary_stub;
+detail::DispatchStub<TernaryFn> ternary_stub;
+detail::DispatchStub<CastFn> cast_stub;
+
 namespace detail {
 
 namespace {
@@ -137,57 +144,12 @@ bool cpu_16bit(DType compute, Device device) {
 
 void dispatch_binary(BinaryOp op, double alpha, DType compute, const kernels::ElementwisePlan& plan,
                      Device device, const char* name) {
-  if (device.is_cuda()) {
-    detail::require_cuda(name).binary(op, alpha, compute, plan);
-    return;
-  }
-  auto run = [&]<typename T>() {
-    kernels::visit_binary<T>(op, alpha, [&](auto f) {
-      using Out = decltype(f(T{}, T{}));
-      kernels::cpu::cpu_kernel<Out, T, T>(plan, f);
-    });
-  };
-  switch (compute) {
-    case kFloat32: return run.template operator()<float>();
-    case kFloat64: return run.template operator()<double>();
-    case kInt64: return run.template operator()<int64_t>();
-    case kInt32: return run.template operator()<int32_t>();
-    case kBool:
-      EMBER_CHECK_T(TypeError, kernels::binary_op_returns_bool(op) || op == BinaryOp::Maximum || op == BinaryOp::Minimum ||
-                                   op == BinaryOp::Mul,
-                    name, ": not supported for bool tensors");
-      return run.template operator()<bool>();
-    default:
-      EMBER_THROW(TypeError, name, ": CPU kernels support float32, float64, int64, int32 and bool, got ", compute,
-                  " (convert with to(kFloat32) first)");
-  }
+  binary_stub.kernel(device, name)(op, alpha, compute, plan, name);
 }
 
 void dispatch_unary(UnaryOp op, double a, double b, DType compute, const kernels::ElementwisePlan& plan,
                     Device device, const char* name) {
-  if (device.is_cuda()) {
-    detail::require_cuda(name).unary(op, a, b, compute, plan);
-    return;
-  }
-  auto run = [&]<typename T>() {
-    if (kernels::unary_op_returns_bool(op)) {
-      kernels::cpu::cpu_kernel<bool, T>(plan, kernels::BoolUnaryF<T>{op, a});
-    } else if constexpr (std::is_floating_point_v<T>) {
-      kernels::visit_float_unary<T>(op, a, b, [&](auto f) { kernels::cpu::cpu_kernel<T, T>(plan, f); });
-    } else {
-      kernels::cpu::cpu_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b});
-    }
-  };
-  switch (compute) {
-    case kFloat32: return run.template operator()<float>();
-    case kFloat64: return run.template operator()<double>();
-    case kInt64: return run.template operator()<int64_t>();
-    case kInt32: return run.template operator()<int32_t>();
-    case kBool: return run.template operator()<bool>();
-    default:
-      EMBER_THROW(TypeError, name, ": CPU kernels support float32, float64, int64, int32 and bool, got ", compute,
-                  " (convert with to(kFloat32) first)");
-  }
+  unary_stub.kernel(device, name)(op, a, b, compute, plan, name);
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, double alpha, const char* name) {
@@ -265,11 +227,6 @@ Tensor& unary_(UnaryOp op, Tensor& self, double s0, double s1, const char* name)
   dispatch_unary(op, s0, s1, self.dtype(), detail::make_plan(self, {&self}), self.device(), name);
   self.bump_version();
   return self;
-}
-
-template <template <typename> class F>
-void run_ternary_same(const kernels::ElementwisePlan& plan, DType dt, double v, const char* name) {
-  EMBER_DISPATCH_NUMERIC(dt, name, [&] { kernels::cpu::cpu_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, F<scalar_t>{v}); });
 }
 
 }  // namespace
@@ -372,18 +329,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType dt = result_type(a, b);
   Tensor ac = cast_if_needed(a, dt), bc = cast_if_needed(b, dt);
   Tensor out = empty(shape, TensorOptions(dt).device(a.device()));
-  auto plan = detail::make_plan(out, {&cond, &ac, &bc});
-  if (out.device().is_cuda()) {
-    detail::require_cuda("where").ternary(TernaryOp::Where, 0, dt, plan);
-    return out;
-  }
-  EMBER_DISPATCH_ALL(dt, "where", [&] {
-    if constexpr (sizeof(scalar_t) == 2) {
-      EMBER_THROW(TypeError, "where: 16-bit floats are not supported on CPU");
-    } else {
-      kernels::cpu::cpu_kernel<scalar_t, bool, scalar_t, scalar_t>(plan, kernels::WhereF<scalar_t>{});
-    }
-  });
+  ternary_stub.kernel(out.device(), "where")(TernaryOp::Where, 0, dt, detail::make_plan(out, {&cond, &ac, &bc}),
+                                             "where");
   return out;
 }
 
@@ -391,18 +338,8 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
   detail::check_same_device("masked_fill_", {&self, &mask});
   EMBER_CHECK_T(TypeError, mask.dtype() == kBool, "masked_fill_: expected a bool mask, got ", mask.dtype());
   check_inplace_shape("masked_fill_", self, mask);
-  auto plan = detail::make_plan(self, {&self, &mask});
-  if (self.device().is_cuda()) {
-    detail::require_cuda("masked_fill_").ternary(TernaryOp::MaskedFill, value, self.dtype(), plan);
-  } else {
-    EMBER_DISPATCH_ALL(self.dtype(), "masked_fill_", [&] {
-      if constexpr (sizeof(scalar_t) == 2) {
-        EMBER_THROW(TypeError, "masked_fill_: 16-bit floats are not supported on CPU");
-      } else {
-        kernels::cpu::cpu_kernel<scalar_t, scalar_t, bool>(plan, kernels::MaskedFillF<scalar_t>{value});
-      }
-    });
-  }
+  ternary_stub.kernel(self.device(), "masked_fill_")(TernaryOp::MaskedFill, value, self.dtype(),
+                                                     detail::make_plan(self, {&self, &mask}), "masked_fill_");
   self.bump_version();
   return self;
 }
@@ -456,7 +393,6 @@ Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi)
 }
 
 namespace {
-template <template <typename> class F>
 Tensor& ternary_inplace(TernaryOp op, Tensor& self, const Tensor& a, const Tensor& b, double v, const char* name) {
   detail::check_same_device(name, {&self, &a, &b});
   check_inplace_shape(name, self, a);
@@ -464,35 +400,24 @@ Tensor& ternary_inplace(TernaryOp op, Tensor& self, const Tensor& a, const Tenso
   check_inplace_dtype(name, self, result_type(self, a));
   check_inplace_dtype(name, self, result_type(self, b));
   Tensor ac = cast_if_needed(a, self.dtype()), bc = cast_if_needed(b, self.dtype());
-  auto plan = detail::make_plan(self, {&self, &ac, &bc});
-  if (self.device().is_cuda()) {
-    detail::require_cuda(name).ternary(op, v, self.dtype(), plan);
-  } else {
-    run_ternary_same<F>(plan, self.dtype(), v, name);
-  }
+  ternary_stub.kernel(self.device(), name)(op, v, self.dtype(), detail::make_plan(self, {&self, &ac, &bc}), name);
   self.bump_version();
   return self;
 }
 }  // namespace
 
 Tensor& addcmul_(Tensor& self, const Tensor& a, const Tensor& b, double value) {
-  return ternary_inplace<kernels::AddcmulF>(TernaryOp::Addcmul, self, a, b, value, "addcmul_");
+  return ternary_inplace(TernaryOp::Addcmul, self, a, b, value, "addcmul_");
 }
 Tensor& addcdiv_(Tensor& self, const Tensor& a, const Tensor& b, double value) {
-  return ternary_inplace<kernels::AddcdivF>(TernaryOp::Addcdiv, self, a, b, value, "addcdiv_");
+  return ternary_inplace(TernaryOp::Addcdiv, self, a, b, value, "addcdiv_");
 }
 Tensor& lerp_(Tensor& self, const Tensor& end, double weight) {
   detail::check_same_device("lerp_", {&self, &end});
   check_inplace_shape("lerp_", self, end);
   Tensor ec = cast_if_needed(end, self.dtype());
-  auto plan = detail::make_plan(self, {&self, &ec});
-  if (self.device().is_cuda()) {
-    detail::require_cuda("lerp_").ternary(TernaryOp::Lerp, weight, self.dtype(), plan);
-  } else {
-    EMBER_DISPATCH_FLOATING(self.dtype(), "lerp_", [&] {
-      kernels::cpu::cpu_kernel<scalar_t, scalar_t, scalar_t>(plan, kernels::LerpF<scalar_t>{weight});
-    });
-  }
+  ternary_stub.kernel(self.device(), "lerp_")(TernaryOp::Lerp, weight, self.dtype(),
+                                              detail::make_plan(self, {&self, &ec}), "lerp_");
   self.bump_version();
   return self;
 }

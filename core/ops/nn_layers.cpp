@@ -1,7 +1,7 @@
 // embedding_forward/_backward, layer_norm_forward/_backward and gather_rows (core/ops/nn_native.h):
 // checks, allocation, dispatch on device. CPU kernels: core/kernels/cpu/{embedding,layer_norm,
 // gather_rows}.cpp; CUDA: the functors of core/kernels/{embedding,layer_norm,gather_rows}.h run by
-// core/cuda/nn_layers.cu.
+// core/kernels/cuda/nn_layers.cu.
 #include <vector>
 
 #include "core/kernels/cpu/embedding.h"

@@ -1,6 +1,6 @@
 // total_norm and scale_all_ (core/ops/nn_native.h): the one-pass gradient norm behind
 // clip_grad_norm_. CPU kernel: core/kernels/cpu/norm.cpp; on CUDA one CUB reduction over all
-// tensors of a device and one multi-tensor scaling launch (core/cuda/multi_tensor.cu). The term
+// tensors of a device and one multi-tensor scaling launch (core/kernels/cuda/multi_tensor.cu). The term
 // and combine functions are core/kernels/norm.h's on both.
 #include <cmath>
 #include <map>

@@ -2,7 +2,7 @@
 // parameters. One driver (for_each_update) sorts the parameters: contiguous CPU tensors of one
 // floating dtype with their state alike run the fused per-tensor kernel
 // (core/kernels/cpu/optim.cpp), such CUDA tensors one multi-tensor launch per (device, dtype)
-// (core/cuda/multi_tensor.cu), anything else (strided or mixed-dtype state) the same formula
+// (core/kernels/cuda/multi_tensor.cu), anything else (strided or mixed-dtype state) the same formula
 // as native tensor ops in the same op order.
 #include <cmath>
 #include <map>

@@ -1,21 +1,23 @@
 // Reductions over dims with keepdim: sum, mean, prod, amax/amin, max/min with indices,
-// argmax/argmin, var, all/any, and sum_to_size for broadcast gradients.
+// argmax/argmin, var, all/any, and sum_to_size for broadcast gradients. Plans here, kernels
+// through reduce_stub (core/ops/reduce.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "core/kernels/reduce.h"
+#include "core/ops/reduce.h"
+
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "core/thread_pool.h"
 
 namespace ember::native {
+
+detail::DispatchStub<ReduceFn> reduce_stub;
+
 namespace {
-using kernels::AccIdx;
 using kernels::ReduceOp;
 using kernels::ReducePlan;
-using kernels::Reducer;
 
 struct ReduceSetup {
   ReducePlan plan;
@@ -49,6 +51,10 @@ ReduceSetup setup_reduce(const Tensor& a, const IntList& dims, bool keepdim, con
       s.plan.out_numel *= a.sizes()[d];
     }
   }
+  int64_t lead = 0;
+  while (lead < nd && s.reduced[lead]) ++lead;
+  s.plan.leading_dense = lead > 0 && s.plan.out_numel > 1 && a.is_contiguous() &&
+                         std::find(s.reduced.begin() + lead, s.reduced.end(), true) == s.reduced.end();
   // Sort reduced dims so the smallest stride is innermost (cache-friendly inner loop).
   for (int i = 0; i < s.plan.red_ndim; ++i) {
     for (int j = i + 1; j < s.plan.red_ndim; ++j) {
@@ -59,75 +65,6 @@ ReduceSetup setup_reduce(const Tensor& a, const IntList& dims, bool keepdim, con
     }
   }
   return s;
-}
-
-template <typename T, typename Acc, typename Out>
-void cpu_reduce(const ReducePlan& p, const T* in, Out* out, int64_t* out_idx, ReduceOp op, double scale) {
-  Reducer<T, Acc> r{op};
-  const bool arg = op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
-  const int64_t inner = p.red_ndim ? p.red_sizes[p.red_ndim - 1] : 1;
-  const int64_t inner_stride = p.red_ndim ? p.red_strides[p.red_ndim - 1] : 0;
-  const int64_t outer_red = p.red_numel / std::max<int64_t>(inner, 1);
-  ReducePlan outer_plan = p;  // reduced dims without the innermost
-  if (outer_plan.red_ndim) outer_plan.red_ndim--;
-  auto body = [&](int64_t ob, int64_t oe) {
-    for (int64_t o = ob; o < oe; ++o) {
-      const T* base = in + p.out_offset(o);
-      AccIdx<Acc> acc = r.init();
-      if (p.red_numel > 0) {
-        for (int64_t ro = 0; ro < outer_red; ++ro) {
-          const T* row = base + outer_plan.red_offset(ro);
-          int64_t idx0 = ro * inner;
-          if (op == ReduceOp::Sum && inner_stride == 1) {
-            Acc s = 0;
-            for (int64_t i = 0; i < inner; ++i) s += static_cast<Acc>(row[i]);
-            acc.v += s;
-          } else {
-            for (int64_t i = 0; i < inner; ++i) r.step(acc, row[i * inner_stride], idx0 + i);
-          }
-        }
-      }
-      if (out) out[o] = static_cast<Out>(static_cast<double>(acc.v) * scale);
-      if (arg && out_idx) out_idx[o] = acc.i < 0 ? 0 : acc.i;
-    }
-  };
-  int64_t work = p.out_numel * std::max<int64_t>(p.red_numel, 1);
-  if (work < 65536 || p.out_numel == 1) {
-    body(0, p.out_numel);
-  } else {
-    parallel_for(0, p.out_numel, std::max<int64_t>(1, 32768 / std::max<int64_t>(p.red_numel, 1)), body);
-  }
-}
-
-// Sum over leading dims of a contiguous tensor: accumulate rows into the output (vectorizes).
-bool try_sum_leading(const Tensor& a, const ReduceSetup& s, Tensor& out, double scale) {
-  if (!a.is_contiguous() || s.plan.out_numel <= 1) return false;
-  int64_t nd = a.dim();
-  int64_t k = 0;
-  while (k < nd && s.reduced[k]) ++k;
-  for (int64_t d = k; d < nd; ++d) {
-    if (s.reduced[d]) return false;
-  }
-  if (k == 0) return false;
-  int64_t rows = s.plan.red_numel, cols = s.plan.out_numel;
-  EMBER_DISPATCH_FLOATING(a.dtype(), "sum", [&] {
-    const scalar_t* in = a.data_ptr<scalar_t>();
-    scalar_t* o = out.data_ptr<scalar_t>();
-    auto cols_body = [&](int64_t cb, int64_t ce) {
-      std::vector<double> acc(static_cast<size_t>(ce - cb), 0.0);
-      for (int64_t r = 0; r < rows; ++r) {
-        const scalar_t* row = in + r * cols;
-        for (int64_t c = cb; c < ce; ++c) acc[c - cb] += row[c];
-      }
-      for (int64_t c = cb; c < ce; ++c) o[c] = static_cast<scalar_t>(acc[c - cb] * scale);
-    };
-    if (rows * cols < 65536) {
-      cols_body(0, cols);
-    } else {
-      parallel_for(0, cols, std::max<int64_t>(16, 65536 / std::max<int64_t>(rows, 1)), cols_body);
-    }
-  });
-  return true;
 }
 
 Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceOp op, DType out_dtype, double scale,
@@ -145,31 +82,8 @@ Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceO
     return to(r, out_dtype);
   }
   Tensor out = empty(s.out_sizes, TensorOptions(out_dtype).device(a.device()));
-  if (a.device().is_cuda()) {
-    detail::require_cuda(name).reduce(op, a.dtype(), out_dtype, s.plan, a.raw_data(), out.raw_data(), nullptr, scale,
-                                      a.device().index);
-    return out;
-  }
-  if (op == ReduceOp::Sum && out_dtype == a.dtype() && is_floating_point(a.dtype()) &&
-      try_sum_leading(a, s, out, scale)) {
-    return out;
-  }
-  const void* in = a.raw_data();
-  EMBER_DISPATCH_ALL(a.dtype(), name, [&] {
-    using T = scalar_t;
-    if constexpr (sizeof(T) == 2) {
-      EMBER_THROW(TypeError, name, ": 16-bit floats are not supported by CPU reductions; convert to float32 first");
-    } else {
-      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-      EMBER_DISPATCH_ALL(out_dtype, name, [&] {
-        if constexpr (sizeof(scalar_t) == 2) {
-          EMBER_THROW(TypeError, name, ": 16-bit output dtype is not supported on CPU");
-        } else {
-          cpu_reduce<T, Acc, scalar_t>(s.plan, static_cast<const T*>(in), out.data_ptr<scalar_t>(), nullptr, op, scale);
-        }
-      });
-    }
-  });
+  reduce_stub.kernel(a.device(), name)(op, a.dtype(), out_dtype, s.plan, a.raw_data(), out.raw_data(), nullptr, scale,
+                                       a.device().index, name);
   return out;
 }
 
@@ -185,22 +99,9 @@ std::pair<Tensor, Tensor> reduce_with_index(const Tensor& a, int64_t dim, bool k
   }
   Tensor idx = empty(s.out_sizes, TensorOptions(kInt64).device(a.device()));
   Tensor vals = want_values ? empty(s.out_sizes, TensorOptions(a.dtype()).device(a.device())) : Tensor();
-  if (a.device().is_cuda()) {
-    detail::require_cuda(name).reduce(op, a.dtype(), a.dtype(), s.plan, a.raw_data(),
-                                      want_values ? vals.raw_data() : nullptr, idx.data_ptr<int64_t>(), 1.0,
-                                      a.device().index);
-    return {vals, idx};
-  }
-  EMBER_DISPATCH_ALL(a.dtype(), name, [&] {
-    using T = scalar_t;
-    if constexpr (sizeof(T) == 2) {
-      EMBER_THROW(TypeError, name, ": 16-bit floats are not supported by CPU reductions");
-    } else {
-      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-      cpu_reduce<T, Acc, T>(s.plan, static_cast<const T*>(a.raw_data()), want_values ? vals.data_ptr<T>() : nullptr,
-                            idx.data_ptr<int64_t>(), op, 1.0);
-    }
-  });
+  reduce_stub.kernel(a.device(), name)(op, a.dtype(), a.dtype(), s.plan, a.raw_data(),
+                                       want_values ? vals.raw_data() : nullptr, idx.data_ptr<int64_t>(), 1.0,
+                                       a.device().index, name);
   return {vals, idx};
 }
 

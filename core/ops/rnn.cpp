@@ -1,6 +1,6 @@
 // native::rnn_layer_forward / _backward (core/ops/nn_native.h): checks, state buffers, dispatch
 // on device. CPU engine: core/kernels/cpu/rnn_layer.cpp; CUDA: the stepwise engine of
-// core/ops/rnn_stepwise.cpp over cuBLAS GEMMs and the cell launchers of core/cuda/rnn_cell.cu.
+// core/ops/rnn_stepwise.cpp over cuBLAS GEMMs and the cell launchers of core/kernels/cuda/rnn_cell.cu.
 #include "core/kernels/cpu/rnn_layer.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/detail/rnn_stepwise.h"

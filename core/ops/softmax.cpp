@@ -1,14 +1,16 @@
-// softmax / log_softmax along a dim and their backward: checks, output allocation, dispatch on
-// device. The CPU kernels are in core/kernels/cpu/softmax.cpp; on CUDA one thread per line runs
-// the functors of core/kernels/softmax.h.
-#include "core/kernels/cpu/softmax.h"
-#include "core/kernels/softmax.h"
+// softmax / log_softmax along a dim and their backward: checks, output allocation, dispatch
+// through the stubs of core/ops/softmax.h.
+#include "core/ops/softmax.h"
 
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<SoftmaxFn> softmax_stub;
+detail::DispatchStub<SoftmaxBackwardFn> softmax_backward_stub;
+
 namespace {
 
 // [outer, n, inner] around `dim`.
@@ -28,14 +30,10 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* name) {
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).device(x.device()));
   int64_t outer, n, inner;
   line_shape(x.sizes(), dim, outer, n, inner);
-  if (x.device().is_cuda()) {
-    if (x.numel() > 0) {
-      detail::require_cuda(name).softmax(x.dtype(), kernels::LineGeometry{inner, n}, outer * inner, log, x.raw_data(),
-                                         out.raw_data(), x.device().index);
-    }
-    return out;
+  if (x.numel() > 0) {
+    softmax_stub.kernel(x.device(), name)(x.dtype(), outer, n, inner, log, x.raw_data(), out.raw_data(),
+                                          x.device().index);
   }
-  kernels::cpu::softmax_forward(x.dtype(), x.raw_data(), out.raw_data(), outer, n, inner, log);
   return out;
 }
 
@@ -49,14 +47,10 @@ Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim,
   Tensor gi = empty(y.sizes(), TensorOptions(y.dtype()).device(y.device()));
   int64_t outer, n, inner;
   line_shape(y.sizes(), dim, outer, n, inner);
-  if (y.device().is_cuda()) {
-    if (y.numel() > 0) {
-      detail::require_cuda(name).softmax_backward(y.dtype(), kernels::LineGeometry{inner, n}, outer * inner, log,
-                                                  g.raw_data(), y.raw_data(), gi.raw_data(), y.device().index);
-    }
-    return gi;
+  if (y.numel() > 0) {
+    softmax_backward_stub.kernel(y.device(), name)(y.dtype(), outer, n, inner, log, g.raw_data(), y.raw_data(),
+                                                   gi.raw_data(), y.device().index);
   }
-  kernels::cpu::softmax_backward(y.dtype(), g.raw_data(), y.raw_data(), gi.raw_data(), outer, n, inner, log);
   return gi;
 }
 

@@ -11,7 +11,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "core/ops/detail/plan.h"
+#include "core/ops/reduce.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
@@ -61,9 +61,9 @@ TEST(Cuda, DeviceCountQueryWorks) {
 }
 
 TEST(Cuda, BackendIsRegisteredInACudaBuild) {
-  // Registration is explicit and lazy: the first use installs the table and the raw memory.
-  EXPECT_NE(native::detail::cuda_kernels(), nullptr);
-  EXPECT_NE(native::detail::cuda_kernels()->reduce, nullptr);
+  // Registration is explicit and lazy: the first use fills the stubs' CUDA slots and installs
+  // the raw memory.
+  EXPECT_TRUE(native::reduce_stub.has_kernel(DeviceType::CUDA));
   auto backend = ember::detail::raw_memory_backend(DeviceType::CUDA);
   EXPECT_NE(backend.alloc, nullptr);
   EXPECT_NE(backend.free, nullptr);

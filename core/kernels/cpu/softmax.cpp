@@ -162,7 +162,8 @@ void backward_lines(const T* gp, const T* yp, T* o, int64_t outer, int64_t n, in
 
 }  // namespace
 
-void softmax_forward(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, bool log) {
+void softmax_forward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* x, void* y,
+                     int /*device_index*/) {
   if (outer * n * inner == 0) return;
   if (dtype == kFloat32 && inner == 1) {
     const auto* xf = static_cast<const float*>(x);
@@ -176,8 +177,8 @@ void softmax_forward(DType dtype, const void* x, void* y, int64_t outer, int64_t
   }
 }
 
-void softmax_backward(DType dtype, const void* g, const void* y, void* gx, int64_t outer, int64_t n, int64_t inner,
-                      bool log) {
+void softmax_backward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* g, const void* y,
+                      void* gx, int /*device_index*/) {
   if (outer * n * inner == 0) return;
   if (dtype == kFloat32 && inner == 1) {
     const auto* gf = static_cast<const float*>(g);

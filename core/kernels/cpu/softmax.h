@@ -2,7 +2,7 @@
 // [outer, n, inner] (the softmax dim in the middle). float32 with the dim innermost (inner == 1,
 // the [rows, classes] case) runs vectorized rows (AVX-512 / AVX2 / SSE2 variants, isa.h) with
 // sums in float vector lanes; every other case runs a scalar loop with double sums. Threaded
-// over rows; a row's result does not depend on the thread count. Called by core/ops/softmax.cpp.
+// over rows; a row's result does not depend on the thread count. Registered into the stubs of core/ops/softmax.h.
 #pragma once
 #include <cstdint>
 
@@ -10,11 +10,13 @@
 
 namespace ember::kernels::cpu {
 
-/// y = softmax(x) (log: log_softmax) along the middle dimension. dtype float32 or float64.
-void softmax_forward(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, bool log);
+/// y = softmax(x) (log: log_softmax) along the middle dimension. dtype float32 or float64. The
+/// CPU kernel of native::softmax_stub (core/ops/softmax.h); device_index is not read.
+void softmax_forward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* x, void* y,
+                     int device_index);
 /// gx from the output y and its gradient g: log: g - exp(y) * sum(g); else y * (g - sum(g * y)).
-void softmax_backward(DType dtype, const void* g, const void* y, void* gx, int64_t outer, int64_t n, int64_t inner,
-                      bool log);
+void softmax_backward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* g, const void* y,
+                      void* gx, int device_index);
 
 /// Rows [r0, r1) of a float32 [rows, C] matrix (the vectorized path, exposed for the fused
 /// losses): the maximum and the sum of exp(x - max) of each row into max_out / sum_out.

@@ -12,7 +12,6 @@
 #include "core/kernels/random.h"
 #include "core/kernels/reduce.h"
 #include "core/kernels/rnn_cell.h"
-#include "core/kernels/softmax.h"
 #include "core/ops/detail/cudnn_rnn_plan.h"
 #include "core/tensor.h"
 
@@ -26,27 +25,10 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
 
 /// Kernels of the CUDA backend. Registered by ember_core_cuda (register_cuda_kernels()).
 struct CudaKernels {
-  void (*binary)(kernels::BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan);
-  void (*unary)(kernels::UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan);
-  void (*ternary)(kernels::TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan);
-  void (*cast)(DType to, DType from, const kernels::ElementwisePlan& plan);
-  /// Copies bytes between any two devices (host<->device, device<->device) on the CUDA side's
-  /// current stream. A copy with a host side waits for itself unless `async` (the host side is
-  /// pinned and its use recorded: Note [Pinned host memory]); one between two GPUs is ordered with
-  /// both current streams and waits unless `async` (non_blocking; Note [Copies between devices]).
-  void (*copy_bytes)(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes,
-                     bool async);
   /// Row-major C[m,n] = alpha * op(A) op(B) + beta * C for float/double, strides in elements.
   void (*gemm)(DType dtype, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
                const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc,
                int device_index);
-  void (*synchronize)(int device_index);
-  /// out[o] = scale * reduce(in) over plan's reduced dims, for o < plan.out_numel; out_idx (may be
-  /// null) gets arg indices for Max/Min/ArgMax/ArgMin; out may be null when only indices are wanted.
-  /// in/out are element pointers on cuda:device_index; the accumulator is the CPU path's.
-  void (*reduce)(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
-                 const void* in, void* out, int64_t* out_idx, double scale, int device_index);
-
   // The entries below run launch-grid functors of core/kernels/ (Note [Kernels as launch-grid
   // functors]) on the current stream of cuda:device_index. Pointers are device memory.
   /// The first i < n with idx[i] outside [-size, size) (allow_negative) or [0, size), or -1.
@@ -63,11 +45,6 @@ struct CudaKernels {
                             void* self, int device_index);
   /// out[i * num_classes + idx[i]] = 1 on a zeroed int64 output.
   void (*one_hot)(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index);
-  /// softmax / log_softmax of `lines` lines of a contiguous float32/64 tensor.
-  void (*softmax)(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* in, void* out,
-                  int device_index);
-  void (*softmax_backward)(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* grad,
-                           const void* y, void* grad_in, int device_index);
   /// Fills r.out (contiguous, r.t.n elements) from the Philox stream (core/kernels/random.h).
   void (*random)(const kernels::RandomLaunch& r, int device_index);
   /// The first row whose target is neither in [0, num_classes) nor ignore_index, or -1. Waits.

@@ -12,8 +12,8 @@
 
 #include "core/allocator.h"
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/multi_tensor.h"
 #include "core/kernels/norm.h"
 #include "core/kernels/optim.h"

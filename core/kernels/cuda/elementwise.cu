@@ -1,9 +1,13 @@
-// CUDA launchers of the element-wise ops: dtype dispatch onto the functors of
-// core/kernels/elementwise.h, driven by cuda_kernel (loops.cuh). No op's formula lives here.
+// CUDA kernels of the element-wise stubs (core/ops/elementwise.h): dtype dispatch onto the
+// functors of core/kernels/elementwise.h, driven by cuda_kernel (loops.cuh). No op's formula
+// lives here. Each entry makes the plan's device current.
 #include <type_traits>
 
-#include "core/cuda/kernels.h"
-#include "core/cuda/loops.cuh"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_device.h"
+#include "core/cuda/cuda_stream.h"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/loops.cuh"
 
 namespace ember::cuda {
 namespace {
@@ -40,8 +44,6 @@ void unary_typed(UnaryOp op, double a, double b, const kernels::ElementwisePlan&
     cuda_kernel<T, T>(plan, kernels::UnaryF<T>{op, a, b}, "unary");
   }
 }
-
-}  // namespace
 
 void launch_binary(BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan) {
   // The CPU path's rule: bool tensors only compare, combine logically, multiply, max and min.
@@ -95,7 +97,36 @@ void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::Elem
   EMBER_INTERNAL_ASSERT(false, "unknown TernaryOp");
 }
 
-void launch_cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
+}  // namespace
+
+void binary(BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan, const char* /*name*/) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan.device_index);
+  launch_binary(op, alpha, dtype, plan);
+}
+
+void unary(UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan, const char* /*name*/) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan.device_index);
+  launch_unary(op, a, b, dtype, plan);
+}
+
+void ternary(TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan, const char* /*name*/) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan.device_index);
+  launch_ternary(op, value, dtype, plan);
+}
+
+void cast(DType to, DType from, const kernels::ElementwisePlan& plan) {
+  if (plan.numel == 0) return;
+  CudaDeviceGuard guard(plan.device_index);
+  const int64_t es = static_cast<int64_t>(element_size(to));
+  if (to == from && plan.ndim == 1 && plan.strides[0][0] == es && plan.strides[1][0] == es) {
+    // A dense same-dtype copy on one device.
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(plan.data[0], plan.data[1], static_cast<size_t>(plan.numel * es),
+                                     cudaMemcpyDeviceToDevice, current_stream(plan.device_index)));
+    return;
+  }
   EMBER_DISPATCH_ALL(to, "copy_", [&] {
     using To = scalar_t;
     EMBER_DISPATCH_ALL(from, "copy_", [&] { cuda_kernel<To, scalar_t>(plan, kernels::CastF<To, scalar_t>{}, "copy_"); });

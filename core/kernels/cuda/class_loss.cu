@@ -1,8 +1,8 @@
 // CUDA launchers of the class-index losses: one thread per row running the functors of
 // core/kernels/class_loss.h (the CPU grid-emulation tests run the same functors).
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/class_loss.h"
 
 namespace ember::cuda {

@@ -8,8 +8,8 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/embedding.h"
 #include "core/kernels/gather_rows.h"
 #include "core/kernels/layer_norm.h"

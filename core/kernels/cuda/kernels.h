@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/kernels/class_loss.h"
 #include "core/kernels/elementwise.h"
@@ -18,15 +19,18 @@
 
 namespace ember::cuda {
 
-/// Every entry throws TypeError for a dtype the op does not support (as the CPU path does).
-void launch_binary(kernels::BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan);
-void launch_unary(kernels::UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan);
-void launch_ternary(kernels::TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan);
-void launch_cast(DType to, DType from, const kernels::ElementwisePlan& plan);
-/// out[o] = scale * reduce(in); out_idx (may be null) receives arg indices for Max/Min/ArgMax/ArgMin;
-/// out may be null when only indices are wanted. in/out are element pointers on the current device.
-void launch_reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
-                   const void* in, void* out, int64_t* out_idx, double scale, int device_index);
+// elementwise.cu: the kernels of the stubs of core/ops/elementwise.h. Every entry throws
+// TypeError for a dtype the op does not support (as the CPU kernel does).
+void binary(kernels::BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan, const char* name);
+void unary(kernels::UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan,
+           const char* name);
+void ternary(kernels::TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan, const char* name);
+void cast(DType to, DType from, const kernels::ElementwisePlan& plan);
+// copy.cpp: the kernel of copy_bytes_stub (core/ops/copy.h).
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes, bool async);
+// reduce.cu: the kernel of reduce_stub (core/ops/reduce.h).
+void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
+            void* out, int64_t* out_idx, double scale, int device_index, const char* name);
 
 
 // The entries of native::detail::CudaKernels for the launch-grid functors (index.cu, softmax.cu,
@@ -39,9 +43,9 @@ void index_gather(DType dtype, const kernels::IndexGeometry& g, const int64_t* i
 void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src, void* self,
                        int device_index);
 void one_hot(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index);
-void softmax(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* in, void* out,
+void softmax(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* in, void* out,
              int device_index);
-void softmax_backward(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* grad,
+void softmax_backward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* grad,
                       const void* y, void* grad_in, int device_index);
 void random(const kernels::RandomLaunch& r, int device_index);
 int64_t first_bad_target(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index, void* slot,

@@ -1,5 +1,5 @@
 // The CUDA reduction kernels over kernels::ReducePlan, stepping kernels::Reducer, the functor
-// the CPU driver (core/ops/reduce.cpp) uses, with the same accumulator types (double for
+// the CPU kernel (core/kernels/cpu/reduce.cpp) uses, with the same accumulator types (double for
 // floating inputs, int64 for integral and bool). Two launch shapes, chosen by plan geometry:
 //  * many outputs: one thread per output walks its reduced elements (neighbouring threads
 //    read neighbouring outputs, which coalesces when the kept dims are innermost);
@@ -8,8 +8,9 @@
 //    first-occurrence ties and NaN propagation come out exactly as the CPU's sequential walk.
 #include <type_traits>
 
-#include "core/cuda/kernels.h"
-#include "core/cuda/loops.cuh"
+#include "core/cuda/cuda_device.h"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/loops.cuh"
 
 namespace ember::cuda {
 namespace {
@@ -93,9 +94,10 @@ constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v<T, Hal
 
 }  // namespace
 
-void launch_reduce(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
-                   int64_t* out_idx, double scale, int device_index) {
+void reduce(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
+            int64_t* out_idx, double scale, int device_index, const char* /*name*/) {
   if (plan.out_numel == 0) return;
+  CudaDeviceGuard guard(device_index);
   const cudaStream_t stream = current_stream(device_index);
   const bool block_per_output =
       plan.red_numel >= kBlockPerOutputMinReduced && plan.out_numel <= kBlockPerOutputMaxOutputs;

@@ -2,8 +2,8 @@
 // functors of core/kernels/index.h, run by launch_elements (launch.cuh). No indexing formula
 // lives here; the CPU grid-emulation tests run the same functors (tests/core/launch_grid_test.cpp).
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/class_loss.h"
 #include "core/kernels/index.h"
 

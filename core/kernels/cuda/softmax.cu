@@ -1,15 +1,17 @@
-// CUDA launchers of softmax / log_softmax and their backward: one thread per line running the
+// CUDA kernels of softmax / log_softmax and their backward (the stubs of core/ops/softmax.h): one thread per line running the
 // functors of core/kernels/softmax.h (the CPU path runs the same functors per line).
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/softmax.h"
 
 namespace ember::cuda {
 
-void softmax(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* in, void* out,
+void softmax(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* in, void* out,
              int device_index) {
   CudaDeviceGuard guard(device_index);
+  const kernels::LineGeometry g{inner, n};
+  const int64_t lines = outer * inner;
   EMBER_DISPATCH_FLOATING(dtype, log ? "log_softmax" : "softmax", [&] {
     launch_elements(log ? "log_softmax" : "softmax", lines,
                     kernels::SoftmaxLineF<scalar_t>{g, log, static_cast<const scalar_t*>(in), static_cast<scalar_t*>(out)},
@@ -17,9 +19,11 @@ void softmax(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool lo
   });
 }
 
-void softmax_backward(DType dtype, const kernels::LineGeometry& g, int64_t lines, bool log, const void* grad,
+void softmax_backward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* grad,
                       const void* y, void* grad_in, int device_index) {
   CudaDeviceGuard guard(device_index);
+  const kernels::LineGeometry g{inner, n};
+  const int64_t lines = outer * inner;
   const char* name = log ? "log_softmax_backward" : "softmax_backward";
   EMBER_DISPATCH_FLOATING(dtype, name, [&] {
     launch_elements(name, lines,

@@ -2,8 +2,8 @@
 // CellBackwardF), one thread per (row, hidden unit), on the current stream. The layer around
 // them (GEMMs on cuBLAS, state copies) is the device-neutral engine of core/ops/rnn_stepwise.cpp.
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/rnn_cell.h"
 
 namespace ember::cuda {

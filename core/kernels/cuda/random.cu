@@ -2,8 +2,8 @@
 // core/kernels/random.h (the mapping the CPU grid-emulation tests run too) and this file
 // launches it over the blocks, so a (seed, offset) gives the CPU path's numbers.
 #include "core/cuda/cuda_device.h"
-#include "core/cuda/kernels.h"
-#include "core/cuda/launch.cuh"
+#include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/random.h"
 
 namespace ember::cuda {

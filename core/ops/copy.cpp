@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/ops/copy.h"
+#include "core/ops/copy_stubs.h"
 #include "core/ops/detail/plan.h"
-#include "core/ops/elementwise.h"
+#include "core/ops/elementwise_stubs.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/pinned_memory.h"

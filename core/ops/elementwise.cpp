@@ -1,6 +1,6 @@
 // Element-wise ops: argument checks, dtype promotion, output allocation and dispatch through
-// the stubs of core/ops/elementwise.h.
-#include "core/ops/elementwise.h"
+// the stubs of core/ops/elementwise_stubs.h.
+#include "core/ops/elementwise_stubs.h"
 
 #include <algorithm>
 

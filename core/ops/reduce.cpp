@@ -1,11 +1,11 @@
 // Reductions over dims with keepdim: sum, mean, prod, amax/amin, max/min with indices,
 // argmax/argmin, var, all/any, and sum_to_size for broadcast gradients. Plans here, kernels
-// through reduce_stub (core/ops/reduce.h).
+// through reduce_stub (core/ops/reduce_stubs.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "core/ops/reduce.h"
+#include "core/ops/reduce_stubs.h"
 
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"

@@ -1,6 +1,6 @@
 // softmax / log_softmax along a dim and their backward: checks, output allocation, dispatch
-// through the stubs of core/ops/softmax.h.
-#include "core/ops/softmax.h"
+// through the stubs of core/ops/softmax_stubs.h.
+#include "core/ops/softmax_stubs.h"
 
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"

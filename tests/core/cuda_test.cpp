@@ -11,7 +11,7 @@
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "core/ops/reduce.h"
+#include "core/ops/reduce_stubs.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"

@@ -18,9 +18,10 @@ namespace {
 // sum of exponentials in float vector lanes (softmax_rows.h), the log-sum-exp, the loss and the
 // reductions in double. Bodies for rows [nb, ne); the ISA variants are defined below.
 template <int W>
-EMBER_CPU_INLINE void ce_forward_rows(const float* x, const ClassLossRows& s, double* loss, double wc_sum, int64_t nb,
-                                      int64_t ne) {
+EMBER_CPU_INLINE void ce_forward_rows(const float* x, const ClassLossGeometry& s, double* loss, double* lse_out,
+                                      double* row_weight, int64_t nb, int64_t ne) {
   const int64_t C = s.C;
+  const double wc_sum = s.wc_sum;
   const bool has_w = s.weight != nullptr;
   const double ls = s.label_smoothing;
   for (int64_t n = nb; n < ne; ++n) {
@@ -28,14 +29,16 @@ EMBER_CPU_INLINE void ce_forward_rows(const float* x, const ClassLossRows& s, do
     const int64_t t = s.target[r];
     if (t == s.ignore_index) {
       loss[r] = 0.0;
-      s.lse[r] = 0.0;
+      lse_out[r] = 0.0;
+      row_weight[r] = 0.0;
       continue;
     }
     const float* row = x + n * C;
     const float m = row_max<W>(row, C);
     const double lse = static_cast<double>(m) + std::log(static_cast<double>(row_sum_exp<W>(row, nullptr, C, m)));
-    s.lse[r] = lse;
+    lse_out[r] = lse;
     const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
+    row_weight[r] = wt;
     double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t]));
     if (ls > 0.0) {
       double wx = 0.0;
@@ -49,9 +52,11 @@ EMBER_CPU_INLINE void ce_forward_rows(const float* x, const ClassLossRows& s, do
 }
 
 template <int W>
-EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossRows& s, const float* g_elem, double g_scalar,
-                                       float* gx, double wc_sum, const float* wf, int64_t nb, int64_t ne) {
+EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossGeometry& s, const double* lse_in,
+                                       const float* g_elem, double g_scalar, float* gx, const float* wf, int64_t nb,
+                                       int64_t ne) {
   const int64_t C = s.C;
+  const double wc_sum = s.wc_sum;
   const bool has_w = s.weight != nullptr;
   const double ls = s.label_smoothing;
   for (int64_t n = nb; n < ne; ++n) {
@@ -68,7 +73,7 @@ EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossRows& s, c
     //     = coef * p_c - smooth * w_c, then the target's -scale (1 - ls) w[t].
     const double sa = scale * (1.0 - ls) * wt, sb = scale * ls / static_cast<double>(C);
     const float coef = static_cast<float>(sa + sb * wc_sum), smooth = static_cast<float>(sb);
-    const float lse = static_cast<float>(s.lse[r]);
+    const float lse = static_cast<float>(lse_in[r]);
     const float* row = x + n * C;
     if (ls > 0.0 && has_w) {
       for (int64_t c = 0; c < C; ++c) out[c] = coef * exp_approx(row[c] - lse) - smooth * wf[c];
@@ -84,175 +89,88 @@ EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossRows& s, c
 }  // namespace
 
 EMBER_CPU_ISA_VARIANTS(void, ce_forward_rows_f32,
-                       (const float* x, const ClassLossRows& s, double* loss, double wc_sum, int64_t nb, int64_t ne),
-                       (x, s, loss, wc_sum, nb, ne), ce_forward_rows<kW>(x, s, loss, wc_sum, nb, ne))
+                       (const float* x, const ClassLossGeometry& s, double* loss, double* lse, double* row_weight,
+                        int64_t nb, int64_t ne),
+                       (x, s, loss, lse, row_weight, nb, ne), ce_forward_rows<kW>(x, s, loss, lse, row_weight, nb, ne))
 EMBER_CPU_ISA_VARIANTS(void, ce_backward_rows_f32,
-                       (const float* x, const ClassLossRows& s, const float* g_elem, double g_scalar, float* gx,
-                        double wc_sum, const float* wf, int64_t nb, int64_t ne),
-                       (x, s, g_elem, g_scalar, gx, wc_sum, wf, nb, ne),
-                       ce_backward_rows<kW>(x, s, g_elem, g_scalar, gx, wc_sum, wf, nb, ne))
+                       (const float* x, const ClassLossGeometry& s, const double* lse, const float* g_elem,
+                        double g_scalar, float* gx, const float* wf, int64_t nb, int64_t ne),
+                       (x, s, lse, g_elem, g_scalar, gx, wf, nb, ne),
+                       ce_backward_rows<kW>(x, s, lse, g_elem, g_scalar, gx, wf, nb, ne))
 
 namespace {
 
 constexpr int64_t kGrainElements = 16384;
 
-void cross_entropy_forward_rows_f32(const float* x, ClassLossRows& s, double* loss, double wc_sum) {
-  parallel_for(0, s.N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(s.C, 1)),
-               [&](int64_t nb, int64_t ne) { ce_forward_rows_f32(x, s, loss, wc_sum, nb, ne); });
-}
-
-void cross_entropy_backward_rows_f32(const float* x, const ClassLossRows& s, const float* g_elem, double g_scalar,
-                                     float* gx, double wc_sum) {
-  std::vector<float> wf(s.weight != nullptr ? static_cast<size_t>(s.C) : 0);
-  for (size_t c = 0; c < wf.size(); ++c) wf[c] = static_cast<float>(s.weight[c]);
-  parallel_for(0, s.N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(s.C, 1)), [&](int64_t nb, int64_t ne) {
-    ce_backward_rows_f32(x, s, g_elem, g_scalar, gx, wc_sum, wf.data(), nb, ne);
+// Rows [0, n) of a row functor (core/kernels/class_loss.h), threaded; rows are independent.
+template <typename F>
+void for_each_row(int64_t n, int64_t row_elements, const F& f) {
+  parallel_for(0, n, std::max<int64_t>(1, 4096 / std::max<int64_t>(row_elements, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) f(r);
   });
 }
 
-// Forward for one row set: fills per-element losses, lse, and the total weight.
 template <typename T>
-void cross_entropy_forward_impl(const T* x, ClassLossRows& s, double* loss) {
-  const int64_t N = s.N, C = s.C, S = s.S;
-  const bool has_w = s.weight != nullptr;
-  double wc_sum = 0.0;
-  for (int64_t c = 0; c < C; ++c) wc_sum += has_w ? s.weight[static_cast<size_t>(c)] : 1.0;
+void forward_typed(const ClassLossGeometry& g, bool from_logits, const T* x, double* loss, double* lse,
+                   double* row_weight) {
+  const int64_t rows = g.N * g.S;
+  if (!from_logits) return for_each_row(rows, 1, NllRowF<T>{g, x, loss, row_weight});
   if constexpr (std::is_same_v<T, float>) {
-    if (S == 1) return cross_entropy_forward_rows_f32(x, s, loss, wc_sum);
-  }
-  const double ls = s.label_smoothing;
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C * S, 1)), [&](int64_t nb, int64_t ne) {
-    for (int64_t n = nb; n < ne; ++n) {
-      for (int64_t sp = 0; sp < S; ++sp) {
-        const size_t r = static_cast<size_t>(n * S + sp);
-        const int64_t t = s.target[r];
-        if (t == s.ignore_index) {
-          loss[r] = 0.0;
-          s.lse[r] = 0.0;
-          continue;
-        }
-        const T* row = x + n * C * S + sp;
-        double m = -INFINITY;
-        for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(row[c * S]));
-        double se = 0.0;
-        for (int64_t c = 0; c < C; ++c) se += std::exp(static_cast<double>(row[c * S]) - m);
-        const double lse = m + std::log(se);
-        s.lse[r] = lse;
-        const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-        double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t * S]));
-        if (ls > 0.0) {
-          double wx = 0.0;
-          for (int64_t c = 0; c < C; ++c) {
-            wx += (has_w ? s.weight[static_cast<size_t>(c)] : 1.0) * static_cast<double>(row[c * S]);
-          }
-          l += ls / static_cast<double>(C) * (wc_sum * lse - wx);
-        }
-        loss[r] = l;
-      }
+    if (g.S == 1) {
+      return parallel_for(0, g.N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(g.C, 1)),
+                          [&](int64_t nb, int64_t ne) { ce_forward_rows_f32(x, g, loss, lse, row_weight, nb, ne); });
     }
-  });
+  }
+  for_each_row(rows, g.C, CrossEntropyRowF<T>{g, x, loss, lse, row_weight});
 }
 
 template <typename T>
-void cross_entropy_backward_impl(const T* x, const ClassLossRows& s, const T* g_elem, double g_scalar, T* gx) {
-  const int64_t N = s.N, C = s.C, S = s.S;
-  const bool has_w = s.weight != nullptr;
-  double wc_sum = 0.0;
-  for (int64_t c = 0; c < C; ++c) wc_sum += has_w ? s.weight[static_cast<size_t>(c)] : 1.0;
+void backward_typed(const ClassLossGeometry& g, bool from_logits, const T* x, const double* lse, const T* g_elem,
+                    double g_scalar, T* gx) {
+  const int64_t rows = g.N * g.S;
+  if (!from_logits) return for_each_row(rows, 1, NllBackwardRowF<T>{g, g_elem, g_scalar, gx});
   if constexpr (std::is_same_v<T, float>) {
-    if (S == 1) return cross_entropy_backward_rows_f32(x, s, g_elem, g_scalar, gx, wc_sum);
-  }
-  const double ls = s.label_smoothing;
-  parallel_for(0, N, std::max<int64_t>(1, 4096 / std::max<int64_t>(C * S, 1)), [&](int64_t nb, int64_t ne) {
-    for (int64_t n = nb; n < ne; ++n) {
-      for (int64_t sp = 0; sp < S; ++sp) {
-        const size_t r = static_cast<size_t>(n * S + sp);
-        const int64_t t = s.target[r];
-        T* out = gx + n * C * S + sp;
-        if (t == s.ignore_index) {
-          for (int64_t c = 0; c < C; ++c) out[c * S] = T(0);
-          continue;
-        }
-        const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
-        const T* row = x + n * C * S + sp;
-        const double lse = s.lse[r];
-        const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-        const double a = (1.0 - ls) * wt;
-        const double b = ls / static_cast<double>(C);
-        for (int64_t c = 0; c < C; ++c) {
-          const double p = std::exp(static_cast<double>(row[c * S]) - lse);
-          double d = a * (p - (c == t ? 1.0 : 0.0));
-          if (ls > 0.0) d += b * (wc_sum * p - (has_w ? s.weight[static_cast<size_t>(c)] : 1.0));
-          out[c * S] = static_cast<T>(scale * d);
-        }
-      }
-    }
-  });
-}
-
-template <typename T>
-void nll_forward_impl(const T* x, const ClassLossRows& s, double* loss) {
-  const int64_t N = s.N, C = s.C, S = s.S;
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t sp = 0; sp < S; ++sp) {
-      const size_t r = static_cast<size_t>(n * S + sp);
-      const int64_t t = s.target[r];
-      if (t == s.ignore_index) {
-        loss[r] = 0.0;
-        continue;
-      }
-      const double wt = s.weight == nullptr ? 1.0 : s.weight[static_cast<size_t>(t)];
-      loss[r] = -wt * static_cast<double>(x[n * C * S + t * S + sp]);
+    if (g.S == 1) {
+      std::vector<float> wf(g.weight != nullptr ? static_cast<size_t>(g.C) : 0);
+      for (size_t c = 0; c < wf.size(); ++c) wf[c] = static_cast<float>(g.weight[c]);
+      return parallel_for(0, g.N, std::max<int64_t>(1, kGrainElements / std::max<int64_t>(g.C, 1)),
+                          [&](int64_t nb, int64_t ne) {
+                            ce_backward_rows_f32(x, g, lse, g_elem, g_scalar, gx, wf.data(), nb, ne);
+                          });
     }
   }
-}
-
-template <typename T>
-void nll_backward_impl(const ClassLossRows& s, const T* g_elem, double g_scalar, T* gx) {
-  const int64_t N = s.N, C = s.C, S = s.S;
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t sp = 0; sp < S; ++sp) {
-      const size_t r = static_cast<size_t>(n * S + sp);
-      const int64_t t = s.target[r];
-      if (t == s.ignore_index) continue;
-      const double wt = s.weight == nullptr ? 1.0 : s.weight[static_cast<size_t>(t)];
-      const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
-      gx[n * C * S + t * S + sp] = static_cast<T>(-wt * scale);
-    }
-  }
+  for_each_row(rows, g.C, CrossEntropyBackwardRowF<T>{g, x, lse, g_elem, g_scalar, gx});
 }
 
 }  // namespace
 
-void cross_entropy_forward(DType dtype, const void* x, ClassLossRows& s, double* loss) {
-  if (dtype == kFloat32) return cross_entropy_forward_impl(static_cast<const float*>(x), s, loss);
-  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "cross_entropy_forward: dtype ", dtype);
-  cross_entropy_forward_impl(static_cast<const double*>(x), s, loss);
-}
-
-void cross_entropy_backward(DType dtype, const void* x, const ClassLossRows& s, const void* g_elem, double g_scalar,
-                            void* gx) {
-  if (dtype == kFloat32) {
-    return cross_entropy_backward_impl(static_cast<const float*>(x), s, static_cast<const float*>(g_elem), g_scalar,
-                                       static_cast<float*>(gx));
+int64_t first_bad_target(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index,
+                         void* /*slot*/, int /*device_index*/) {
+  const TargetInRange ok{target, num_classes, ignore_index};
+  for (int64_t r = 0; r < n; ++r) {
+    if (!ok(r)) return r;
   }
-  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "cross_entropy_backward: dtype ", dtype);
-  cross_entropy_backward_impl(static_cast<const double*>(x), s, static_cast<const double*>(g_elem), g_scalar,
-                              static_cast<double*>(gx));
+  return -1;
 }
 
-void nll_forward(DType dtype, const void* x, const ClassLossRows& s, double* loss) {
-  if (dtype == kFloat32) return nll_forward_impl(static_cast<const float*>(x), s, loss);
-  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "nll_forward: dtype ", dtype);
-  nll_forward_impl(static_cast<const double*>(x), s, loss);
-}
-
-void nll_backward(DType dtype, const ClassLossRows& s, const void* g_elem, double g_scalar, void* gx) {
+void class_loss_forward(DType dtype, const ClassLossGeometry& g, bool from_logits, const void* x, double* loss,
+                        double* lse, double* row_weight, int /*device_index*/) {
   if (dtype == kFloat32) {
-    return nll_backward_impl(s, static_cast<const float*>(g_elem), g_scalar, static_cast<float*>(gx));
+    return forward_typed(g, from_logits, static_cast<const float*>(x), loss, lse, row_weight);
   }
-  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "nll_backward: dtype ", dtype);
-  nll_backward_impl(s, static_cast<const double*>(g_elem), g_scalar, static_cast<double*>(gx));
+  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "class_loss_forward: dtype ", dtype);
+  forward_typed(g, from_logits, static_cast<const double*>(x), loss, lse, row_weight);
+}
+
+void class_loss_backward(DType dtype, const ClassLossGeometry& g, bool from_logits, const void* x, const double* lse,
+                         const void* g_elem, double g_scalar, void* gx, int /*device_index*/) {
+  if (dtype == kFloat32) {
+    return backward_typed(g, from_logits, static_cast<const float*>(x), lse, static_cast<const float*>(g_elem),
+                          g_scalar, static_cast<float*>(gx));
+  }
+  EMBER_INTERNAL_ASSERT(dtype == kFloat64, "class_loss_backward: dtype ", dtype);
+  backward_typed(g, from_logits, static_cast<const double*>(x), lse, static_cast<const double*>(g_elem), g_scalar,
+                 static_cast<double*>(gx));
 }
 
 }  // namespace ember::kernels::cpu

@@ -1,29 +1,21 @@
-// CPU kernels of the class-index losses (cross_entropy with its log_softmax fused, nll_loss)
-// over an input viewed as [N, C, S]. See Note [Class-index loss kernels] in
-// core/ops/class_loss.cpp for the formulas and the summation order. Called by that file only.
+// CPU kernels of the class-index losses (cross_entropy with its log_softmax fused, nll_loss):
+// the stubs of core/ops/class_loss_stubs.h, over an input viewed as [N, C, S]. See Note
+// [Class-index loss kernels] in core/ops/class_loss.cpp for the formulas and the summation order.
 #pragma once
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/kernels/class_loss.h"
 
 namespace ember::kernels::cpu {
 
-struct ClassLossRows {
-  int64_t N = 0, C = 0, S = 1;
-  const int64_t* target = nullptr;  // [N * S], checked: in [0, C) or ignore_index
-  const double* weight = nullptr;   // [C], or null for all ones
-  double* lse = nullptr;            // [N * S]: written by cross_entropy_forward, read by its backward
-  int64_t ignore_index = -100;
-  double label_smoothing = 0.0;
-};
-
-/// loss[r] for each of the N * S elements (0 where ignored); also fills s.lse.
-void cross_entropy_forward(DType dtype, const void* x, ClassLossRows& s, double* loss);
-/// gx = d loss / d x scaled by g_elem[r] (per element, dtype of x) or g_scalar when g_elem is null.
-void cross_entropy_backward(DType dtype, const void* x, const ClassLossRows& s, const void* g_elem, double g_scalar,
-                            void* gx);
-void nll_forward(DType dtype, const void* x, const ClassLossRows& s, double* loss);
-/// Writes the target entries of gx only; the caller zeroes gx.
-void nll_backward(DType dtype, const ClassLossRows& s, const void* g_elem, double g_scalar, void* gx);
+int64_t first_bad_target(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index, void* slot,
+                         int device_index);
+/// float32 rows with S == 1 run vectorized row bodies; every other case runs the row functors of
+/// core/kernels/class_loss.h (CrossEntropyRowF, NllRowF and their backward), threaded over rows.
+void class_loss_forward(DType dtype, const ClassLossGeometry& g, bool from_logits, const void* x, double* loss,
+                        double* lse, double* row_weight, int device_index);
+void class_loss_backward(DType dtype, const ClassLossGeometry& g, bool from_logits, const void* x, const double* lse,
+                         const void* g_elem, double g_scalar, void* gx, int device_index);
 
 }  // namespace ember::kernels::cpu

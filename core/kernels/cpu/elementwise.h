@@ -1,4 +1,4 @@
-// CPU kernels of the element-wise stubs (core/ops/elementwise.h): dtype dispatch onto the
+// CPU kernels of the element-wise stubs (core/ops/elementwise_stubs.h): dtype dispatch onto the
 // functors of core/kernels/elementwise.h, driven by cpu_kernel (core/kernels/cpu/loops.h).
 // float32, float64, int64, int32 and bool; 16-bit floats are widened by the ops (Note [16-bit
 // floats on CPU] in core/ops/elementwise.cpp). No op's formula lives here.

@@ -1,4 +1,4 @@
-// The CPU kernel of reduce_stub (core/ops/reduce.h): kernels::Reducer stepped over the plan,
+// The CPU kernel of reduce_stub (core/ops/reduce_stubs.h): kernels::Reducer stepped over the plan,
 // threaded over outputs; double accumulators for floating inputs, int64 for integral and bool.
 #pragma once
 #include <cstdint>

@@ -2,7 +2,7 @@
 // [outer, n, inner] (the softmax dim in the middle). float32 with the dim innermost (inner == 1,
 // the [rows, classes] case) runs vectorized rows (AVX-512 / AVX2 / SSE2 variants, isa.h) with
 // sums in float vector lanes; every other case runs a scalar loop with double sums. Threaded
-// over rows; a row's result does not depend on the thread count. Registered into the stubs of core/ops/softmax.h.
+// over rows; a row's result does not depend on the thread count. Registered into the stubs of core/ops/softmax_stubs.h.
 #pragma once
 #include <cstdint>
 
@@ -11,7 +11,7 @@
 namespace ember::kernels::cpu {
 
 /// y = softmax(x) (log: log_softmax) along the middle dimension. dtype float32 or float64. The
-/// CPU kernel of native::softmax_stub (core/ops/softmax.h); device_index is not read.
+/// CPU kernel of native::softmax_stub (core/ops/softmax_stubs.h); device_index is not read.
 void softmax_forward(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* x, void* y,
                      int device_index);
 /// gx from the output y and its gradient g: log: g - exp(y) * sum(g); else y * (g - sum(g * y)).

@@ -1,4 +1,4 @@
-// The CUDA kernel of copy_bytes_stub (core/ops/copy.h): copies with a CUDA side, on the current
+// The CUDA kernel of copy_bytes_stub (core/ops/copy_stubs.h): copies with a CUDA side, on the current
 // streams (Note [Current stream]); between two GPUs through the handshake of core/ops/detail/
 // peer_copy.h.
 #include <cstring>

@@ -1,4 +1,4 @@
-// CUDA kernels of the element-wise stubs (core/ops/elementwise.h): dtype dispatch onto the
+// CUDA kernels of the element-wise stubs (core/ops/elementwise_stubs.h): dtype dispatch onto the
 // functors of core/kernels/elementwise.h, driven by cuda_kernel (loops.cuh). No op's formula
 // lives here. Each entry makes the plan's device current.
 #include <type_traits>

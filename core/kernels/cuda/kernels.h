@@ -19,16 +19,16 @@
 
 namespace ember::cuda {
 
-// elementwise.cu: the kernels of the stubs of core/ops/elementwise.h. Every entry throws
+// elementwise.cu: the kernels of the stubs of core/ops/elementwise_stubs.h. Every entry throws
 // TypeError for a dtype the op does not support (as the CPU kernel does).
 void binary(kernels::BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan, const char* name);
 void unary(kernels::UnaryOp op, double a, double b, DType dtype, const kernels::ElementwisePlan& plan,
            const char* name);
 void ternary(kernels::TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan, const char* name);
 void cast(DType to, DType from, const kernels::ElementwisePlan& plan);
-// copy.cpp: the kernel of copy_bytes_stub (core/ops/copy.h).
+// copy.cpp: the kernel of copy_bytes_stub (core/ops/copy_stubs.h).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes, bool async);
-// reduce.cu: the kernel of reduce_stub (core/ops/reduce.h).
+// reduce.cu: the kernel of reduce_stub (core/ops/reduce_stubs.h).
 void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
             void* out, int64_t* out_idx, double scale, int device_index, const char* name);
 

@@ -3,10 +3,11 @@
 #include "core/kernels/cuda/register.h"
 
 #include "core/kernels/cuda/kernels.h"
-#include "core/ops/copy.h"
-#include "core/ops/elementwise.h"
-#include "core/ops/reduce.h"
-#include "core/ops/softmax.h"
+#include "core/ops/class_loss_stubs.h"
+#include "core/ops/copy_stubs.h"
+#include "core/ops/elementwise_stubs.h"
+#include "core/ops/reduce_stubs.h"
+#include "core/ops/softmax_stubs.h"
 
 namespace ember::kernels::cuda {
 
@@ -18,6 +19,9 @@ void register_cuda_kernels() {
   native::cast_stub.set(kCuda, &ember::cuda::cast);
   native::copy_bytes_stub.set(kCuda, &ember::cuda::copy_bytes);
   native::reduce_stub.set(kCuda, &ember::cuda::reduce);
+  native::first_bad_target_stub.set(kCuda, &ember::cuda::first_bad_target);
+  native::class_loss_forward_stub.set(kCuda, &ember::cuda::class_loss_forward);
+  native::class_loss_backward_stub.set(kCuda, &ember::cuda::class_loss_backward);
   native::softmax_stub.set(kCuda, &ember::cuda::softmax);
   native::softmax_backward_stub.set(kCuda, &ember::cuda::softmax_backward);
 }

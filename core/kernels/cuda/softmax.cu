@@ -1,4 +1,4 @@
-// CUDA kernels of softmax / log_softmax and their backward (the stubs of core/ops/softmax.h): one thread per line running the
+// CUDA kernels of softmax / log_softmax and their backward (the stubs of core/ops/softmax_stubs.h): one thread per line running the
 // functors of core/kernels/softmax.h (the CPU path runs the same functors per line).
 #include "core/cuda/cuda_device.h"
 #include "core/kernels/cuda/kernels.h"

@@ -3,7 +3,6 @@
 #pragma once
 #include <initializer_list>
 
-#include "core/kernels/class_loss.h"
 #include "core/kernels/elementwise.h"
 #include "core/kernels/index.h"
 #include "core/kernels/loops.h"
@@ -47,17 +46,6 @@ struct CudaKernels {
   void (*one_hot)(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index);
   /// Fills r.out (contiguous, r.t.n elements) from the Philox stream (core/kernels/random.h).
   void (*random)(const kernels::RandomLaunch& r, int device_index);
-  /// The first row whose target is neither in [0, num_classes) nor ignore_index, or -1. Waits.
-  int64_t (*first_bad_target)(const int64_t* target, int64_t n, int64_t num_classes, int64_t ignore_index, void* slot,
-                              int device_index);
-  /// Per row of g (N * S rows): loss, lse (cross_entropy only; may be null for nll) and the
-  /// row's weight w[target] (0 where ignored). float32/64 input x.
-  void (*class_loss_forward)(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
-                             double* loss, double* lse, double* row_weight, int device_index);
-  /// gx (dtype, shape of x; zeroed by the caller for nll) from the forward's lse; g_elem (dtype,
-  /// per row) or g_scalar when null.
-  void (*class_loss_backward)(DType dtype, const kernels::ClassLossGeometry& g, bool from_logits, const void* x,
-                              const double* lse, const void* g_elem, double g_scalar, void* gx, int device_index);
 
   // Multi-tensor launches (Note [Multi-tensor launches] in core/kernels/multi_tensor.h): `entries`
   // is a host array of n entries whose pointers are device memory of cuda:device_index; each

@@ -1,5 +1,5 @@
 // The dispatch stub of copies between devices (core/ops/copy.cpp; Note [Dispatch stubs]). A copy
-// within one device is a cast (cast_stub, core/ops/elementwise.h). Kernel:
+// within one device is a cast (cast_stub, core/ops/elementwise_stubs.h). Kernel:
 // core/kernels/cuda/copy.cpp (CPU has one address space and needs none).
 #pragma once
 #include <cstddef>

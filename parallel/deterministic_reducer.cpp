@@ -43,12 +43,10 @@ namespace ember::parallel {
 DeterministicReducer::DeterministicReducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                                            std::shared_ptr<ProcessGroup> group, DeterministicReducerOptions options)
     : params_(std::move(parameters)), names_(std::move(names)), group_(std::move(group)), options_(options) {
-  EMBER_CHECK_T(ValueError, group_ != nullptr, "DistributedDataParallel(deterministic): process_group is null");
   EMBER_CHECK_T(ValueError, !params_.empty(),
                 "DistributedDataParallel(deterministic): the module has no parameters that require grad");
-  EMBER_CHECK_T(ValueError, options_.num_shards >= group_->size() && options_.num_shards <= (int64_t{1} << 20),
-                "DistributedDataParallel(deterministic): num_shards must be between the world size (",
-                group_->size(), ") and 2^20, got ", options_.num_shards,
+  EMBER_CHECK_T(ValueError, options_.num_shards >= world() && options_.num_shards <= (int64_t{1} << 20),
+                "DistributedDataParallel(deterministic): num_shards must be between the world size (", world(), ") and 2^20, got ", options_.num_shards,
                 "; it is the job's number of virtual shards per step, the same at every world size");
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
@@ -83,7 +81,7 @@ void DeterministicReducer::prepare_for_backward(const std::vector<bool>* used) {
   }();
   if (expect_backward_ && pending_ > 0 && pending_ < expected_count) {
     std::ostringstream os;
-    os << "DistributedDataParallel(deterministic): the previous backward on rank " << group_->rank()
+    os << "DistributedDataParallel(deterministic): the previous backward on rank " << (group_ ? group_->rank() : 0)
        << " reported gradients for some parameters but not for: ";
     bool first = true;
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -149,7 +147,7 @@ void DeterministicReducer::reduce_locked() {
     for (const Tensor& g : kept_[i]) local_max[i] = std::max(local_max[i], native::fixed_point_max_abs(g));
   }
   Tensor maxes = from_vector(local_max, {static_cast<int64_t>(n)});
-  if (group_->size() > 1) group_->all_reduce(maxes, ReduceOp::MAX)->wait(timeout);
+  if (world() > 1) group_->all_reduce(maxes, ReduceOp::MAX)->wait(timeout);
   const std::vector<double> global_max = maxes.to_vector<double>();
   // 2. This rank's shards as one flat int64 buffer, every parameter at its own exponent, plus
   //    the shard count; 3. one all_reduce adds the ranks' integers.
@@ -166,7 +164,7 @@ void DeterministicReducer::reduce_locked() {
   acc.data_ptr<int64_t>()[offset[n]] = local_shards_;
   for (auto& k : kept_) k.clear();
   local_shards_ = 0;
-  if (group_->size() > 1) group_->all_reduce(acc, ReduceOp::SUM)->wait(timeout);
+  if (world() > 1) group_->all_reduce(acc, ReduceOp::SUM)->wait(timeout);
   const int64_t shards = acc.data_ptr<int64_t>()[offset[n]];
   EMBER_CHECK_T(ValueError, shards == options_.num_shards, "DistributedDataParallel(deterministic): the ranks ran ",
                 shards, " shard backward passes in this step, but num_shards is ", options_.num_shards,

@@ -27,7 +27,8 @@ struct DeterministicReducerOptions {
 
 class DeterministicReducer {
  public:
-  /// `names[i]` names parameters[i] in errors. Parameters must be float32 or float64 on the CPU
+  /// `names[i]` names parameters[i] in errors; `group` null: one process alone (world size 1),
+  /// which sums its shards exactly as a group would. Parameters must be float32 or float64 on the CPU
   /// (TypeError / NotImplementedError otherwise); num_shards must be at least the world size
   /// and at most 2^20 (ValueError).
   DeterministicReducer(std::vector<Tensor> parameters, std::vector<std::string> names,
@@ -46,6 +47,7 @@ class DeterministicReducer {
   /// Shards this rank has kept since the last reduction.
   int64_t local_shards() const;
   int64_t num_shards() const { return options_.num_shards; }
+  int world() const { return group_ ? group_->size() : 1; }
 
  private:
   void on_grad_ready(size_t param_index);

@@ -50,15 +50,16 @@ void WordLangModel::reset() {
       register_module("classifier", std::make_shared<ember::nn::Linear>(config_.hidden_size, config_.num_classes));
 }
 
-Tensor WordLangModel::classify(const Tensor& encoded, const Tensor& lengths) {
+Tensor WordLangModel::classify(const Tensor& encoded, const Tensor& lengths, const Tensor& keep) {
   const int64_t time_dim = config_.batch_first ? 1 : 0;
   const Tensor summed = ember::sum(encoded, {time_dim});  // [B, H]; padding positions are zeros
   const Tensor denom = ember::unsqueeze(ember::to(lengths, encoded.device(), encoded.dtype()), 1);  // [B, 1]
-  return classifier->forward(summed / denom);
+  const Tensor pooled = summed / denom;
+  return classifier->forward(keep.defined() && is_training() ? pooled * keep : pooled);
 }
 
-Tensor WordLangModel::forward(const Tensor& padded, const Tensor& lengths) {
-  return classify(encoder->forward(padded, lengths), lengths);
+Tensor WordLangModel::forward(const Tensor& padded, const Tensor& lengths, const Tensor& keep) {
+  return classify(encoder->forward(padded, lengths), lengths, keep);
 }
 
 void WordLangModel::pretty_print(std::ostream& os) const {

@@ -52,9 +52,11 @@ class WordLangModel : public ember::nn::Cloneable<WordLangModel> {
   void reset() override;
   /// Logits [B, num_classes] from the encoder's output and the lengths: the mean over valid
   /// positions (padding rows are zeros, so their sum divided by the length), then the classifier.
-  ember::Tensor classify(const ember::Tensor& encoded, const ember::Tensor& lengths);
-  /// classify(encoder->forward(padded, lengths), lengths): the whole model on one device.
-  ember::Tensor forward(const ember::Tensor& padded, const ember::Tensor& lengths);
+  /// `keep`: an undefined tensor, or a dropout mask [B, H] (0 or 1/(1-p)) multiplied into the
+  /// pooled features in training.
+  ember::Tensor classify(const ember::Tensor& encoded, const ember::Tensor& lengths, const ember::Tensor& keep = {});
+  /// classify(encoder->forward(padded, lengths), lengths, keep): the whole model on one device.
+  ember::Tensor forward(const ember::Tensor& padded, const ember::Tensor& lengths, const ember::Tensor& keep = {});
   void pretty_print(std::ostream& os) const override;
 
   const ModelConfig& config() const { return config_; }

@@ -58,6 +58,12 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
   --batch-first B       true: input [B x T]; false: [T x B], scattered on dim 1 (default true)
   --no-total-length     unpack without total_length: DataParallel then fails, as in the FAQ
   --augment P           drop one random byte of a training word with probability P (default 0)
+  --dropout P           dropout on the pooled LSTM features (default 0); each sample's mask
+                        comes from the seed and its global position, not from the rank
+  --deterministic       world-size-invariant training: each global batch is --shards shards,
+                        each its own forward/backward, gradients summed exactly; the same
+                        bits at any number of ranks, threads and workers (docs/DETERMINISM.md)
+  --shards N            --deterministic: virtual shards per global batch (default 8)
   --amp DTYPE           mixed precision: bf16 | fp16 (autocast on the training device; fp16 adds a
                         dynamic loss scale, GradScaler, whose skipped steps every --ddp rank shares)
   --resume              continue from the last checkpoint in --checkpoint-dir, on any number
@@ -121,6 +127,15 @@ Options parse_options(int argc, const char* const* argv) {
       o.augment_p = parse_double(arg, take());
       EMBER_CHECK_T(ValueError, o.augment_p >= 0 && o.augment_p <= 1, arg, ": expected a probability, got ",
                     o.augment_p);
+    } else if (arg == "--dropout") {
+      o.dropout = parse_double(arg, take());
+      EMBER_CHECK_T(ValueError, o.dropout >= 0 && o.dropout < 1, arg, ": expected a probability below 1, got ",
+                    o.dropout);
+    } else if (arg == "--deterministic") {
+      no_value();
+      o.deterministic = true;
+    } else if (arg == "--shards") {
+      o.shards = parse_int(arg, take(), 1);
     } else if (arg == "--amp") {
       o.amp = take();
       EMBER_CHECK_T(ValueError, o.amp == "bf16" || o.amp == "fp16", arg, ": expected bf16 or fp16, got '", o.amp,
@@ -156,6 +171,15 @@ Options parse_options(int argc, const char* const* argv) {
     EMBER_CHECK_T(ValueError, !o.zero && o.checkpoint_every == 0 && o.max_steps == 0,
                   "--uneven: ranks take different numbers of steps, which --zero, --checkpoint-every and "
                   "--max-steps need to be the same; drop them");
+  }
+  if (o.deterministic) {
+    EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--deterministic: --batch-size ", o.batch_size,
+                  " must be a multiple of --shards ", o.shards, " (every shard holds the same number of samples)");
+    EMBER_CHECK_T(ValueError, o.augment_p == 0 && o.amp.empty() && !o.uneven,
+                  "--deterministic: --augment (per-worker streams), --amp and --uneven are not supported with it");
+    EMBER_CHECK_T(ValueError, o.ddp || o.single_device || (o.devices.size() == 1),
+                  "--deterministic: runs under --ddp or on one device (--single-device); DataParallel over several "
+                  "devices has no deterministic mode yet");
   }
   return o;
 }

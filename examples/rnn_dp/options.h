@@ -37,6 +37,9 @@ struct Options {
   int64_t checkpoint_every = 0; // also checkpoint every N training steps (0: at epoch ends only)
   int64_t max_steps = 0;        // stop after N training steps in all (checkpointed there); 0: no limit
   double augment_p = 0.0;       // probability of dropping one byte of a training word
+  double dropout = 0.0;         // on the pooled features; masks from (seed, global sample): Note [Shard steps]
+  bool deterministic = false;   // the same bits at any world size (Note [Shard steps] in train.cpp)
+  int64_t shards = 8;           // --deterministic: virtual shards per global batch
   std::string amp;              // --amp: "bf16" | "fp16" (autocast; fp16 adds a GradScaler); empty: float32
   std::string metrics_path = "runs/rnn_dp/metrics.jsonl";
   std::string checkpoint_dir = "runs/rnn_dp/checkpoints";

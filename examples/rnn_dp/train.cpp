@@ -18,9 +18,11 @@
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "core/cpu_affinity.h"
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/thread_pool.h"
+#include "data/batch_sampler.h"
 #include "data/dataloader.h"
 #include "data/distributed_sampler.h"
 #include "data/worker_info.h"
@@ -33,6 +35,7 @@
 #include "nn/optim/adam.h"
 #include "nn/optim/grad_scaler.h"
 #include "parallel/data_parallel.h"
+#include "parallel/deterministic_reducer.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/found_inf_sync.h"
 #include "parallel/zero_redundancy_optimizer.h"
@@ -86,6 +89,25 @@ namespace rnn_dp {
 // another world size. A rank that dies makes the others' next
 // collective fail with DistributedError (see parallel/README.md); under
 // `ember-run --max-restarts K` the group restarts and, with --resume, continues from there.
+
+// Note [Shard steps]
+// --deterministic gives the same bits (model, Adam's state) after any number of steps whether
+// the job runs in one process or over any number of ranks, with any number of intra-op threads
+// or DataLoader workers, and across a resume at another world size (Note [World-size
+// invariance] in parallel/deterministic_reducer.cpp):
+//  - the global batch k is positions [k * batch, (k + 1) * batch) of the epoch's order (one
+//    replica's DistributedSampler, seed and epoch: the same for every rank) and is cut into
+//    --shards shards of batch/shards samples; rank r of W takes shards [r*S/W, (r+1)*S/W)
+//    (ShardBatchSampler), so 3 ranks over 8 shards take 3, 3 and 2; a last partial global batch
+//    of an epoch is dropped;
+//  - each shard runs its own forward and backward, its padded input cut to its own longest word,
+//    so its kernels see the same shapes whoever runs it; all but a rank's last shard run under
+//    no_sync(), and DistributedDataParallel's deterministic option (without --ddp the same
+//    DeterministicReducer with no group) sums the shards exactly and writes their mean;
+//  - dropout (--dropout) draws each sample's mask from a generator seeded by (seed, epoch, the
+//    sample's position in the epoch), never from the rank, the worker or the step's draws (this
+//    holds without --deterministic too);
+//  - nothing else draws: --augment, which draws per-worker streams, is refused.
 
 namespace {
 
@@ -342,6 +364,47 @@ std::vector<WordBatch> collate_all(WordLangDataset& ds, const WordBatchCollate& 
   return batches;
 }
 
+// The batches of one rank under --deterministic (Note [Shard steps]): for each full global batch
+// of `order` (one replica's order), the samples of shards [first, last).
+class ShardBatchSampler : public ember::data::BatchSampler {
+ public:
+  ShardBatchSampler(std::shared_ptr<ember::data::DistributedSampler> order, size_t batch, size_t shards, size_t first,
+                    size_t last)
+      : order_(std::move(order)), batch_(batch), shard_(batch / shards), first_(first), last_(last) {}
+  std::vector<std::vector<size_t>> batches() override {
+    const std::vector<size_t> idx = order_->indices();
+    std::vector<std::vector<size_t>> out;
+    for (size_t k = 0; (k + 1) * batch_ <= idx.size(); ++k) {
+      out.emplace_back(idx.begin() + static_cast<std::ptrdiff_t>(k * batch_ + first_ * shard_),
+                       idx.begin() + static_cast<std::ptrdiff_t>(k * batch_ + last_ * shard_));
+    }
+    return out;
+  }
+  size_t size() const override { return order_->size() / batch_; }
+
+ private:
+  std::shared_ptr<ember::data::DistributedSampler> order_;
+  size_t batch_, shard_, first_, last_;
+};
+
+// Dropout keep masks [positions, width] (0 or 1 / (1 - p)): sample at `positions[i]` of epoch
+// `epoch` draws from its own generator, seeded from (seed, epoch, position) (Note [Shard steps]).
+Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>& positions, int64_t width, double p) {
+  std::vector<float> keep;
+  keep.reserve(positions.size() * static_cast<size_t>(width));
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  for (uint64_t pos : positions) {
+    // splitmix64 of the three, so nearby positions get unrelated streams
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull + pos + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ember::Generator g(z);
+    for (float u : ember::rand({width}, {}, &g).to_vector<float>()) keep.push_back(u >= p ? scale : 0.0f);
+  }
+  return ember::from_vector(keep, {static_cast<int64_t>(positions.size()), width});
+}
+
 int64_t count_parameters(const ember::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();
@@ -374,7 +437,10 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   // means every replica computes on its own thread only.
   ember::set_num_threads(threads);
   const Device device0 = devices[0];
-  EMBER_CHECK_T(ember::ValueError, o.batch_size % job.world == 0, "--batch-size ", o.batch_size,
+  if (o.deterministic) ember::use_deterministic_algorithms(true);
+  EMBER_CHECK_T(ember::ValueError, !o.deterministic || o.shards >= job.world, "--deterministic: --shards ", o.shards,
+                " must be at least the number of ranks, ", job.world);
+  EMBER_CHECK_T(ember::ValueError, o.deterministic || o.batch_size % job.world == 0, "--batch-size ", o.batch_size,
                 " is the global batch; under --ddp it must divide evenly over the ", job.world,
                 " ranks (each rank takes batch/world)");
   const int64_t rank_batch = o.batch_size / job.world;
@@ -396,13 +462,25 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
 
   // --uneven: no padding, each word once per epoch; ranks may then get different batch counts.
   const ember::data::DistributedSamplerOptions sampler_options{.shuffle = true, .seed = o.seed, .even = !o.uneven};
-  auto sampler = std::make_shared<ember::data::DistributedSampler>(n_train, static_cast<size_t>(job.world),
-                                                                   static_cast<size_t>(job.rank), sampler_options);
+  // --deterministic: every rank walks the one-replica order and takes its shards of each global
+  // batch (Note [Shard steps]).
+  auto sampler = std::make_shared<ember::data::DistributedSampler>(
+      n_train, o.deterministic ? 1 : static_cast<size_t>(job.world), o.deterministic ? 0 : static_cast<size_t>(job.rank),
+      sampler_options);
+  const int64_t first_shard = job.rank * o.shards / job.world, last_shard = (job.rank + 1) * o.shards / job.world;
+  const int64_t shard_rows = o.batch_size / o.shards;
   auto loader_generator = std::make_shared<ember::Generator>(o.seed + static_cast<uint64_t>(job.rank));
+  std::shared_ptr<ember::data::BatchSampler> shard_batches;
+  if (o.deterministic) {
+    shard_batches = std::make_shared<ShardBatchSampler>(sampler, static_cast<size_t>(o.batch_size),
+                                                        static_cast<size_t>(o.shards), static_cast<size_t>(first_shard),
+                                                        static_cast<size_t>(last_shard));
+  }
   Loader loader(train_set,
                 ember::data::DataLoaderOptions{
-                    .batch_size = static_cast<size_t>(rank_batch),
-                    .sampler = sampler,
+                    .batch_size = o.deterministic ? size_t{1} : static_cast<size_t>(rank_batch),
+                    .sampler = o.deterministic ? nullptr : sampler,
+                    .batch_sampler = shard_batches,
                     .num_workers = o.workers,
                     .worker_init_fn =
                         [](int /*worker_id*/) {
@@ -430,7 +508,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   const int start_epoch = resumed.epochs_done + 1;
 
   const int64_t batch_dim = o.batch_first ? 0 : 1;
-  std::function<Tensor(const Tensor&, const Tensor&)> train_logits;  // the training step's forward
+  // The training step's forward: padded, lengths, dropout keep mask (undefined: none).
+  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> train_logits;
   std::shared_ptr<ember::parallel::DataParallel<WordEncoder>> dp;
   std::shared_ptr<ember::parallel::DistributedDataParallel<WordLangModel>> ddp;
   auto on_device0 = [device0](const Tensor& t) { return t.device() == device0 ? t : ember::to(t, device0); };
@@ -441,9 +520,11 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   if (o.ddp) {
     ember::parallel::DistributedDataParallelOptions ddpo;
     ddpo.timeout_ms = job.timeout_ms;
+    ddpo.deterministic = o.deterministic;
+    ddpo.num_shards = o.shards;
     ddp = std::make_shared<ember::parallel::DistributedDataParallel<WordLangModel>>(model, job.group, ddpo);
-    train_logits = [&](const Tensor& padded, const Tensor& lengths) {
-      return (*ddp)(on_device0(padded), lengths);
+    train_logits = [&](const Tensor& padded, const Tensor& lengths, const Tensor& keep) {
+      return (*ddp)(on_device0(padded), lengths, keep.defined() ? on_device0(keep) : keep);
     };
   } else if (data_parallel) {
     // Output [B, T, H] gathered on dim 0, or [T, B, H] on dim 1; the input scattered along its
@@ -454,15 +535,33 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     dpo.dim = batch_dim;
     dpo.scatter_dims = {batch_dim, 0};
     dp = std::make_shared<ember::parallel::DataParallel<WordEncoder>>(model->encoder, dpo);
-    train_logits = [&](const Tensor& padded, const Tensor& lengths) {
-      return model->classify(dp->forward(padded, lengths), lengths);
+    train_logits = [&](const Tensor& padded, const Tensor& lengths, const Tensor& keep) {
+      return model->classify(dp->forward(padded, lengths), lengths, keep.defined() ? on_device0(keep) : keep);
     };
   } else {
-    train_logits = local_logits;
+    train_logits = [&](const Tensor& padded, const Tensor& lengths, const Tensor& keep) {
+      return model->forward(on_device0(padded), lengths, keep.defined() ? on_device0(keep) : keep);
+    };
+  }
+  // --deterministic without --ddp: the same exact shard sum in this process alone.
+  std::unique_ptr<ember::parallel::DeterministicReducer> local_shards;
+  if (o.deterministic && !o.ddp) {
+    std::vector<Tensor> params;
+    std::vector<std::string> names;
+    for (auto& [name, p] : model->named_parameters()) {
+      params.push_back(p);
+      names.push_back(name);
+    }
+    local_shards = std::make_unique<ember::parallel::DeterministicReducer>(
+        params, names, nullptr, ember::parallel::DeterministicReducerOptions{.num_shards = o.shards});
   }
   // DataParallel also runs the test pass over the devices; under --ddp each rank evaluates its
   // share of the test batches on its own device.
-  auto eval_logits = data_parallel ? train_logits : std::function<Tensor(const Tensor&, const Tensor&)>(local_logits);
+  auto eval_logits = data_parallel ? std::function<Tensor(const Tensor&, const Tensor&)>(
+                                         [&](const Tensor& padded, const Tensor& lengths) {
+                                           return train_logits(padded, lengths, Tensor());
+                                         })
+                                   : std::function<Tensor(const Tensor&, const Tensor&)>(local_logits);
 
   say(info,
       "rnn_dp: Embedding(%lld, %lld, padding_idx=0) -> LSTM(%lld, %lld) over packed sequences -> mean -> "
@@ -536,17 +635,56 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     auto train_pass = [&] {
       for (auto& [padded, lengths, labels] : loader) {
         optimizer.zero_grad();
-        Tensor loss;
-        {
+        // Where this batch's samples sit in the epoch's order (global positions; Note [Shard steps]).
+        const uint64_t batch_start = start_samples + static_cast<uint64_t>(epoch_steps * o.batch_size);
+        auto keep_for = [&](int64_t n, auto position_of) {
+          if (o.dropout == 0.0) return Tensor();
+          std::vector<uint64_t> positions(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = batch_start + position_of(i);
+          return dropout_keep(o.seed, epoch, positions, mc.hidden_size, o.dropout);
+        };
+        auto shard_loss = [&](const Tensor& p, const Tensor& l, const Tensor& y, const Tensor& keep) {
           const auto amp = autocast_guard();
-          const Tensor logits = train_logits(padded, lengths);
-          loss = ember::nn::F::cross_entropy(
-              logits, labels.device() == logits.device() ? labels : ember::to(labels, logits.device()));
-        }
-        optimizer.scale(loss).backward();
-        optimizer.step();
+          const Tensor logits = train_logits(p, l, keep);
+          return ember::nn::F::cross_entropy(logits, y.device() == logits.device() ? y : ember::to(y, logits.device()));
+        };
         const size_t b = static_cast<size_t>(labels.size(0));
-        loss_sum += loss.item() * static_cast<double>(b);
+        if (o.deterministic) {
+          const int64_t time_dim = o.batch_first ? 1 : 0;
+          for (int64_t j = 0; j < last_shard - first_shard; ++j) {
+            const bool last = first_shard + j + 1 == last_shard;
+            Tensor l = ember::narrow(lengths, 0, j * shard_rows, shard_rows);
+            const auto lv = l.to_vector<int64_t>();
+            const int64_t longest = *std::max_element(lv.begin(), lv.end());
+            Tensor p = ember::contiguous(
+                ember::narrow(ember::narrow(padded, batch_dim, j * shard_rows, shard_rows), time_dim, 0, longest));
+            Tensor y = ember::narrow(labels, 0, j * shard_rows, shard_rows);
+            const Tensor keep = keep_for(shard_rows, [&](int64_t i) { return static_cast<uint64_t>((first_shard + j) * shard_rows + i); });
+            if (local_shards) {
+              local_shards->set_sync(last);
+              local_shards->prepare_for_backward(nullptr);
+            }
+            Tensor loss;
+            if (ddp && !last) {
+              auto no_sync = ddp->no_sync();
+              loss = shard_loss(p, l, y, keep);
+              loss.backward();
+            } else {
+              loss = shard_loss(p, l, y, keep);
+              loss.backward();
+            }
+            loss_sum += loss.item() * static_cast<double>(shard_rows);
+          }
+        } else {
+          // Rank r's i-th sample is position r + i * world of the global batch (DistributedSampler).
+          const Tensor keep = keep_for(static_cast<int64_t>(b), [&](int64_t i) {
+            return static_cast<uint64_t>(job.rank + i * job.world);
+          });
+          const Tensor loss = shard_loss(padded, lengths, labels, keep);
+          optimizer.scale(loss).backward();
+          loss_sum += loss.item() * static_cast<double>(b);
+        }
+        optimizer.step();
         seen += b;
         bar.update(seen, loss_sum / static_cast<double>(seen));
         ++step;

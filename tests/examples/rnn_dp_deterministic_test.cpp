@@ -1,0 +1,113 @@
+// examples/rnn_dp --deterministic (Note [Shard steps] in examples/rnn_dp/train.cpp), with dropout
+// on: the SHA-256 of the state dict (every tensor of the checkpoint: parameters, Adam's
+// exp_avg, exp_avg_sq and step) after 20 steps is the same for one process with 0 or 2
+// DataLoader workers and 1 or 2 intra-op threads; DistributedDataParallel over 1, 2, 3 and 4
+// ranks under ember-run (tcp) and 2 and 3 under mpirun (mpi); 3 ranks with
+// ZeroRedundancyOptimizer; and a job stopped at step 7 on 3 ranks and resumed on 2. Without
+// --deterministic the one-process and two-rank hashes differ, which is what the mode fixes.
+// 384 training words (--limit 64) in global batches of 48 over 8 shards of 6: 8 steps an epoch.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "core/serialization.h"
+#include "tests/examples/rnn_dp_process_util.h"
+#include "tests/examples/rnn_dp_test_util.h"
+
+namespace {
+
+using rnn_dp_test::RunResult;
+namespace fs = std::filesystem;
+
+const std::string kArgs = "--limit 64 --batch-size 48 --epochs 3 --max-steps 20 --dropout 0.3 --progress none";
+const std::string kDet = kArgs + " --deterministic --shards 8";
+
+// SHA-256 (sha256sum) of every tensor of a checkpoint, in name order: name, NUL, raw bytes.
+std::string state_sha256(const fs::path& checkpoint) {
+  const auto tensors = ember::load_safetensors_map(checkpoint.string());
+  EXPECT_GT(tensors.size(), 7u) << checkpoint;
+  const fs::path dump = checkpoint.string() + ".dump";
+  {
+    std::ofstream out(dump, std::ios::binary);
+    for (const auto& [name, t] : std::map<std::string, ember::Tensor>(tensors.begin(), tensors.end())) {
+      out.write(name.c_str(), static_cast<std::streamsize>(name.size() + 1));
+      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+    }
+  }
+  RunResult r = rnn_dp_test::run_command("sha256sum " + dump.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.output.substr(0, 64);
+}
+
+class RnnDpDeterministic : public rnn_dp_test::RunDirTest {
+ protected:
+  std::string single(const std::string& name, const std::string& args) {
+    RunResult r = rnn_dp(name, args + " --single-device");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("stopped after step 20"), std::string::npos) << r.output;
+    return state_sha256(last(name));
+  }
+  std::string ranks(int n, const std::string& name, const std::string& args) {
+    RunResult r = ember_run(n, name, args);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(n) + " ranks"), std::string::npos)
+        << r.output;
+    return state_sha256(last(name));
+  }
+};
+
+TEST_F(RnnDpDeterministic, SameStateHashForEveryWorldSizeThreadCountWorkerCountAndResume) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const std::string ref = single("one", kDet + " --workers 0 --threads 1");
+  ASSERT_EQ(ref.size(), 64u);
+  EXPECT_EQ(single("one_threads2_workers2", kDet + " --workers 2 --threads 2"), ref);
+  for (int n : {1, 2, 3, 4}) {
+    EXPECT_EQ(ranks(n, "tcp" + std::to_string(n), kDet + " --workers 0 --threads 1"), ref) << n << " ranks (tcp)";
+  }
+  EXPECT_EQ(ranks(2, "tcp2_threads2_workers2", kDet + " --workers 2 --threads 2"), ref) << "2 ranks, 2 threads, 2 workers";
+  EXPECT_EQ(ranks(3, "tcp3_zero", kDet + " --workers 0 --threads 1 --zero"), ref) << "3 ranks, ZeroRedundancyOptimizer";
+  // Stopped at step 7 on 3 ranks, resumed on 2.
+  RunResult first = ember_run(3, "resumed", kDet + " --workers 0 --threads 1 --max-steps 7");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  RunResult second = ember_run(2, "resumed", kDet + " --workers 0 --threads 1 --resume");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("at sample 336 of epoch 1, written by 3 rank(s), now 2"), std::string::npos)
+      << second.output;
+  EXPECT_EQ(state_sha256(last("resumed")), ref) << "3 ranks to step 7, then 2 ranks";
+#ifdef RNN_DP_MPIRUN
+  for (int n : {2, 3}) {
+    const std::string name = "mpi" + std::to_string(n);
+    RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_MPIRUN) + " --allow-run-as-root --oversubscribe -np " +
+                                           std::to_string(n) + " " + RNN_DP_BINARY + " --ddp --backend mpi " +
+                                           files(name) + " " + kDet + " --workers 0 --threads 1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("(mpi backend)"), std::string::npos) << r.output;
+    EXPECT_EQ(state_sha256(last(name)), ref) << n << " ranks (mpi)";
+  }
+#else
+  std::printf("note: built without MPI: the mpirun runs were not made\n");
+#endif
+}
+
+TEST_F(RnnDpDeterministic, WithoutTheModeTheHashDependsOnTheWorldSize) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const std::string one = single("one", kArgs + " --workers 0 --threads 1");
+  const std::string two = ranks(2, "two", kArgs + " --workers 0 --threads 1");
+  EXPECT_NE(one, two) << "the default mode gave the same bits on 1 and 2 ranks: the test above proves nothing";
+}
+
+TEST_F(RnnDpDeterministic, BadOptionsAreRefused) {
+  for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
+           {"--deterministic --batch-size 50 --shards 8", "must be a multiple of --shards 8"},
+           {"--deterministic --augment 0.1", "--augment (per-worker streams)"},
+           {"--deterministic --devices cpu:0,cpu:1", "DataParallel over several devices has no deterministic mode"},
+           {"--dropout 1", "expected a probability below 1"}}) {
+    RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(text), std::string::npos) << args << "\n" << r.output;
+  }
+}
+
+}  // namespace

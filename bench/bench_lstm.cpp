@@ -226,7 +226,7 @@ void print_cudnn_lines(Device device, const std::vector<int64_t>& lengths, int s
     std::printf("# the cuDNN RNN is off (EMBER_CUDNN=0): no gpu_lstm_vs_cudnn_ratio\n");
     return;
   }
-  nn::LSTM lstm(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers));
+  nn::LSTMImpl lstm(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers));
   lstm.to(device);
   Tensor x = randn({kBatch, kSteps, kEmbed}, TensorOptions().device(device));
   x.requires_grad_(true);  // as the embedding's output is: cuDNN computes dx either way

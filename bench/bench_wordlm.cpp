@@ -75,15 +75,15 @@ double median(std::vector<double> v) {
 }
 
 struct Step {
-  std::shared_ptr<nn::Embedding> encoder = std::make_shared<nn::Embedding>(kVocab, kEmbed);
-  std::shared_ptr<nn::Dropout> drop = std::make_shared<nn::Dropout>(kDropout);
-  std::shared_ptr<nn::LSTM> rnn =
-      std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).dropout(kDropout));
-  std::shared_ptr<nn::Linear> decoder = std::make_shared<nn::Linear>(kHidden, kVocab);
+  std::shared_ptr<nn::EmbeddingImpl> encoder = std::make_shared<nn::EmbeddingImpl>(kVocab, kEmbed);
+  std::shared_ptr<nn::DropoutImpl> drop = std::make_shared<nn::DropoutImpl>(kDropout);
+  std::shared_ptr<nn::LSTMImpl> rnn =
+      std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).dropout(kDropout));
+  std::shared_ptr<nn::LinearImpl> decoder = std::make_shared<nn::LinearImpl>(kHidden, kVocab);
   std::vector<Tensor> params;
   std::unique_ptr<optim::SGD> sgd;
   Tensor input, targets;
-  nn::LSTM::State hidden;
+  nn::LSTMImpl::State hidden;
 
   Step() {
     for (nn::Module* m : std::initializer_list<nn::Module*>{encoder.get(), rnn.get(), decoder.get()}) {

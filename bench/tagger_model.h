@@ -25,10 +25,10 @@ class TaggerModel : public nn::Cloneable<TaggerModel> {
  public:
   TaggerModel() : nn::Cloneable<TaggerModel>("TaggerModel") { reset(); }
   void reset() override {
-    embedding = register_module("embedding", std::make_shared<nn::Embedding>(kVocab, kEmbed));
+    embedding = register_module("embedding", std::make_shared<nn::EmbeddingImpl>(kVocab, kEmbed));
     lstm = register_module(
-        "lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
-    head = register_module("head", std::make_shared<nn::Linear>(kHidden, kVocab));
+        "lstm", std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(kEmbed, kHidden).num_layers(kLayers).batch_first(true)));
+    head = register_module("head", std::make_shared<nn::LinearImpl>(kHidden, kVocab));
   }
   /// tokens [B, T] int64, lengths [B] int64 -> logits [B, kMaxLen, kVocab].
   Tensor forward(const Tensor& tokens, const Tensor& lengths) {
@@ -39,9 +39,9 @@ class TaggerModel : public nn::Cloneable<TaggerModel> {
     Tensor padded = rnn::pad_packed_sequence(out, /*batch_first=*/true, 0.0, kMaxLen).first;
     return head->forward(padded);
   }
-  std::shared_ptr<nn::Embedding> embedding;
-  std::shared_ptr<nn::LSTM> lstm;
-  std::shared_ptr<nn::Linear> head;
+  std::shared_ptr<nn::EmbeddingImpl> embedding;
+  std::shared_ptr<nn::LSTMImpl> lstm;
+  std::shared_ptr<nn::LinearImpl> head;
 };
 
 /// CPU time of the whole process (all threads), in milliseconds.

@@ -35,6 +35,7 @@
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
+#include "nn/functional_options.h"
 #include "nn/init.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
@@ -51,6 +52,7 @@
 #include "nn/optim/rmsprop.h"
 #include "nn/optim/sgd.h"
 #include "nn/rnn.h"
+#include "nn/serialize.h"
 #include "nn/utils/clip_grad.h"
 #include "nn/utils/rnn.h"
 

@@ -13,8 +13,8 @@
 namespace ember::fuzz {
 
 struct SeedModel {
-  std::shared_ptr<nn::Sequential> net =
-      std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(4, 3), std::make_shared<nn::LayerNorm>(IntList{3}));
+  std::shared_ptr<nn::SequentialImpl> net =
+      std::make_shared<nn::SequentialImpl>(std::make_shared<nn::LinearImpl>(4, 3), std::make_shared<nn::LayerNormImpl>(IntList{3}));
   std::unique_ptr<optim::Adam> opt = std::make_unique<optim::Adam>(net->parameters());
 
   /// One Adam step on a fixed batch (creates or updates the optimizer state).

@@ -5,37 +5,44 @@
 
 #include "nn/functional.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
-class ReLU : public Cloneable<ReLU> {
+class ReLUImpl : public Cloneable<ReLUImpl> {
  public:
-  ReLU() : Cloneable("ReLU") {}
+  ReLUImpl() : Cloneable("ReLU") {}
   void reset() override {}
   Tensor forward(const Tensor& input) { return F::relu(input); }
   void pretty_print(std::ostream& os) const override { os << "ReLU()"; }
 };
+/// LibTorch's module holder of ReLUImpl (nn/module_holder.h).
+EMBER_MODULE(ReLU);
 
-class Tanh : public Cloneable<Tanh> {
+class TanhImpl : public Cloneable<TanhImpl> {
  public:
-  Tanh() : Cloneable("Tanh") {}
+  TanhImpl() : Cloneable("Tanh") {}
   void reset() override {}
   Tensor forward(const Tensor& input) { return F::tanh(input); }
   void pretty_print(std::ostream& os) const override { os << "Tanh()"; }
 };
+/// LibTorch's module holder of TanhImpl (nn/module_holder.h).
+EMBER_MODULE(Tanh);
 
-class Sigmoid : public Cloneable<Sigmoid> {
+class SigmoidImpl : public Cloneable<SigmoidImpl> {
  public:
-  Sigmoid() : Cloneable("Sigmoid") {}
+  SigmoidImpl() : Cloneable("Sigmoid") {}
   void reset() override {}
   Tensor forward(const Tensor& input) { return F::sigmoid(input); }
   void pretty_print(std::ostream& os) const override { os << "Sigmoid()"; }
 };
+/// LibTorch's module holder of SigmoidImpl (nn/module_holder.h).
+EMBER_MODULE(Sigmoid);
 
-class GELU : public Cloneable<GELU> {
+class GELUImpl : public Cloneable<GELUImpl> {
  public:
   /// approximate: "none" (erf) or "tanh". Throws ValueError otherwise.
-  explicit GELU(std::string approximate = "none") : Cloneable("GELU"), approximate_(std::move(approximate)) {
+  explicit GELUImpl(std::string approximate = "none") : Cloneable("GELU"), approximate_(std::move(approximate)) {
     EMBER_CHECK_T(ValueError, approximate_ == "none" || approximate_ == "tanh",
                   "GELU: approximate argument must be either none or tanh, got '", approximate_, "'");
   }
@@ -47,5 +54,7 @@ class GELU : public Cloneable<GELU> {
  private:
   std::string approximate_;
 };
+/// LibTorch's module holder of GELUImpl (nn/module_holder.h).
+EMBER_MODULE(GELU);
 
 }  // namespace ember::nn

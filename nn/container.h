@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
@@ -22,8 +23,13 @@ concept TensorForward = requires(M& m, const Tensor& x) {
   { m.forward(x) } -> std::convertible_to<Tensor>;
 };
 template <class M>
-std::shared_ptr<M> as_shared(M&& m) {
+  requires std::is_base_of_v<Module, std::decay_t<M>>
+std::shared_ptr<std::decay_t<M>> as_shared(M&& m) {
   return std::make_shared<std::decay_t<M>>(std::forward<M>(m));
+}
+template <class Impl>
+std::shared_ptr<Impl> as_shared(const ModuleHolder<Impl>& m) {
+  return m.ptr();
 }
 template <class M>
 std::shared_ptr<M> as_shared(std::shared_ptr<M> m) {
@@ -31,15 +37,15 @@ std::shared_ptr<M> as_shared(std::shared_ptr<M> m) {
 }
 }  // namespace detail
 
-class Sequential : public Cloneable<Sequential> {
+class SequentialImpl : public Cloneable<SequentialImpl> {
  public:
-  Sequential() : Cloneable("Sequential") {}
+  SequentialImpl() : Cloneable("Sequential") {}
   /// Sequential(std::make_shared<Linear>(2, 3), ReLU(), ...): shared_ptrs or module values. A
   /// module value is copied into a new shared_ptr; the copy shares its parameter tensors with
   /// the value passed (as LibTorch's module holders do); pass a temporary or a shared_ptr.
   template <class... Ms>
-    requires(sizeof...(Ms) > 0 && (!std::is_same_v<std::decay_t<Ms>, Sequential> && ...))
-  explicit Sequential(Ms&&... modules) : Cloneable("Sequential") {
+    requires(sizeof...(Ms) > 0 && (!std::is_same_v<std::decay_t<Ms>, SequentialImpl> && ...))
+  explicit SequentialImpl(Ms&&... modules) : Cloneable("Sequential") {
     (push_back(std::forward<Ms>(modules)), ...);
   }
 
@@ -53,6 +59,12 @@ class Sequential : public Cloneable<Sequential> {
     requires(detail::TensorForward<std::decay_t<M>> && std::is_base_of_v<Module, std::decay_t<M>>)
   void push_back(M&& m) {
     push_back(detail::as_shared(std::forward<M>(m)));
+  }
+  /// A module holder (nn::Linear(2, 3), an EMBER_MODULE): its module, shared.
+  template <class Impl>
+    requires detail::TensorForward<Impl>
+  void push_back(const ModuleHolder<Impl>& m) {
+    push_back(m.ptr());
   }
   template <class M>
     requires detail::TensorForward<M>
@@ -86,18 +98,25 @@ class Sequential : public Cloneable<Sequential> {
   };
   std::vector<Entry> entries_;
 };
+/// LibTorch's module holder of SequentialImpl (nn/module_holder.h).
+EMBER_MODULE(Sequential);
 
-class ModuleList : public Cloneable<ModuleList> {
+class ModuleListImpl : public Cloneable<ModuleListImpl> {
  public:
-  ModuleList() : Cloneable("ModuleList") {}
+  ModuleListImpl() : Cloneable("ModuleList") {}
   template <class... Ms>
-    requires(sizeof...(Ms) > 0 && (!std::is_same_v<std::decay_t<Ms>, ModuleList> && ...))
-  explicit ModuleList(Ms&&... modules) : Cloneable("ModuleList") {
+    requires(sizeof...(Ms) > 0 && (!std::is_same_v<std::decay_t<Ms>, ModuleListImpl> && ...))
+  explicit ModuleListImpl(Ms&&... modules) : Cloneable("ModuleList") {
     (push_back(detail::as_shared(std::forward<Ms>(modules))), ...);
   }
 
   void push_back(std::shared_ptr<Module> m);
-  void extend(const ModuleList& other);
+  /// A module holder (nn::Linear(2, 3), an EMBER_MODULE): its module, shared.
+  template <class Impl>
+  void push_back(const ModuleHolder<Impl>& m) {
+    push_back(std::shared_ptr<Module>(m.ptr()));
+  }
+  void extend(const ModuleListImpl& other);
   /// Inserts before `index` (0..size()); children keep PyTorch's "0", "1", ... names.
   void insert(int64_t index, std::shared_ptr<Module> m);
 
@@ -121,14 +140,20 @@ class ModuleList : public Cloneable<ModuleList> {
   void reregister();
   std::vector<std::shared_ptr<Module>> modules_;
 };
+/// LibTorch's module holder of ModuleListImpl (nn/module_holder.h).
+EMBER_MODULE(ModuleList);
 
-class ModuleDict : public Cloneable<ModuleDict> {
+class ModuleDictImpl : public Cloneable<ModuleDictImpl> {
  public:
-  ModuleDict() : Cloneable("ModuleDict") {}
-  explicit ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& items);
+  ModuleDictImpl() : Cloneable("ModuleDict") {}
+  explicit ModuleDictImpl(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& items);
 
   /// Inserts or replaces (keeping the position of an existing key).
   void insert(const std::string& key, std::shared_ptr<Module> m);
+  template <class Impl>
+  void insert(const std::string& key, const ModuleHolder<Impl>& m) {
+    insert(key, std::shared_ptr<Module>(m.ptr()));
+  }
   void update(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& items);
   /// Removes and returns the module; throws IndexError ("KeyError") when absent.
   std::shared_ptr<Module> pop(const std::string& key);
@@ -154,5 +179,7 @@ class ModuleDict : public Cloneable<ModuleDict> {
   void reregister();
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> items_;
 };
+/// LibTorch's module holder of ModuleDictImpl (nn/module_holder.h).
+EMBER_MODULE(ModuleDict);
 
 }  // namespace ember::nn

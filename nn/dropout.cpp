@@ -4,13 +4,13 @@
 
 namespace ember::nn {
 
-Dropout::Dropout(double p) : Cloneable("Dropout"), p_(p) {
+DropoutImpl::DropoutImpl(double p) : Cloneable("Dropout"), p_(p) {
   EMBER_CHECK_T(ValueError, p >= 0.0 && p <= 1.0, "dropout probability has to be between 0 and 1, but got ", p);
   reset();
 }
 
-Tensor Dropout::forward(const Tensor& input) { return F::dropout(input, p_, is_training(), gen_); }
+Tensor DropoutImpl::forward(const Tensor& input) { return F::dropout(input, p_, is_training(), gen_); }
 
-void Dropout::pretty_print(std::ostream& os) const { os << "Dropout(p=" << p_ << ", inplace=False)"; }
+void DropoutImpl::pretty_print(std::ostream& os) const { os << "Dropout(p=" << p_ << ", inplace=False)"; }
 
 }  // namespace ember::nn

@@ -4,13 +4,14 @@
 #pragma once
 #include "core/generator.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
-class Dropout : public Cloneable<Dropout> {
+class DropoutImpl : public Cloneable<DropoutImpl> {
  public:
   /// Throws ValueError unless 0 <= p <= 1.
-  explicit Dropout(double p = 0.5);
+  explicit DropoutImpl(double p = 0.5);
 
   void reset() override {}
   Tensor forward(const Tensor& input);
@@ -24,5 +25,7 @@ class Dropout : public Cloneable<Dropout> {
   double p_;
   Generator* gen_ = nullptr;
 };
+/// LibTorch's module holder of DropoutImpl (nn/module_holder.h).
+EMBER_MODULE(Dropout);
 
 }  // namespace ember::nn

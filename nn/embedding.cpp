@@ -6,7 +6,7 @@
 
 namespace ember::nn {
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx)
+EmbeddingImpl::EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx)
     : Cloneable("Embedding"), num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {
   EMBER_CHECK_T(ValueError, num_embeddings >= 0 && embedding_dim >= 0,
                 "Embedding: num_embeddings and embedding_dim must be non-negative, got ", num_embeddings, " and ",
@@ -21,14 +21,14 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optiona
   reset();
 }
 
-std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, bool freeze,
+std::shared_ptr<EmbeddingImpl> EmbeddingImpl::from_pretrained(const Tensor& embeddings, bool freeze,
                                                       std::optional<int64_t> padding_idx) {
   EMBER_CHECK_T(ValueError, embeddings.dim() == 2, "Embeddings parameter is expected to be 2-dimensional, got shape ",
                 embeddings.sizes());
-  std::shared_ptr<Embedding> e;
+  std::shared_ptr<EmbeddingImpl> e;
   {
     detail::SkipInitGuard skip;
-    e = std::make_shared<Embedding>(embeddings.sizes()[0], embeddings.sizes()[1], padding_idx);
+    e = std::make_shared<EmbeddingImpl>(embeddings.sizes()[0], embeddings.sizes()[1], padding_idx);
   }
   NoGradGuard no_grad;
   native::copy_(e->weight, embeddings);
@@ -36,12 +36,12 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings, 
   return e;
 }
 
-void Embedding::reset() {
+void EmbeddingImpl::reset() {
   weight = register_parameter("weight", empty({num_embeddings_, embedding_dim_}));
   reset_parameters();
 }
 
-void Embedding::reset_parameters() {
+void EmbeddingImpl::reset_parameters() {
   init::normal_(weight);
   if (padding_idx_ && !detail::SkipInitGuard::active()) {
     NoGradGuard no_grad;
@@ -50,9 +50,9 @@ void Embedding::reset_parameters() {
   }
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return F::embedding(indices, weight, padding_idx_); }
+Tensor EmbeddingImpl::forward(const Tensor& indices) { return F::embedding(indices, weight, padding_idx_); }
 
-void Embedding::pretty_print(std::ostream& os) const {
+void EmbeddingImpl::pretty_print(std::ostream& os) const {
   os << "Embedding(" << num_embeddings_ << ", " << embedding_dim_;
   if (padding_idx_) os << ", padding_idx=" << *padding_idx_;
   os << ")";

@@ -5,16 +5,17 @@
 #include <optional>
 
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
-class Embedding : public Cloneable<Embedding> {
+class EmbeddingImpl : public Cloneable<EmbeddingImpl> {
  public:
   /// padding_idx may be negative (counts from the end). Throws ValueError when it is outside
   /// [-num_embeddings, num_embeddings) or a size is negative.
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
   /// Wraps an existing table (torch.nn.Embedding.from_pretrained); freeze: no gradient.
-  static std::shared_ptr<Embedding> from_pretrained(const Tensor& embeddings, bool freeze = true,
+  static std::shared_ptr<EmbeddingImpl> from_pretrained(const Tensor& embeddings, bool freeze = true,
                                                     std::optional<int64_t> padding_idx = std::nullopt);
 
   void reset() override;
@@ -35,5 +36,7 @@ class Embedding : public Cloneable<Embedding> {
   int64_t embedding_dim_;
   std::optional<int64_t> padding_idx_;
 };
+/// LibTorch's module holder of EmbeddingImpl (nn/module_holder.h).
+EMBER_MODULE(Embedding);
 
 }  // namespace ember::nn

@@ -7,28 +7,28 @@
 
 namespace ember::nn {
 
-LayerNorm::LayerNorm(IntList normalized_shape, double eps, bool elementwise_affine)
+LayerNormImpl::LayerNormImpl(IntList normalized_shape, double eps, bool elementwise_affine)
     : Cloneable("LayerNorm"), normalized_shape_(std::move(normalized_shape)), eps_(eps),
       elementwise_affine_(elementwise_affine) {
   EMBER_CHECK_T(ValueError, !normalized_shape_.empty(), "LayerNorm: normalized_shape must have at least one dimension");
   reset();
 }
 
-void LayerNorm::reset() {
+void LayerNormImpl::reset() {
   weight = register_parameter("weight", elementwise_affine_ ? empty(normalized_shape_) : Tensor());
   bias = register_parameter("bias", elementwise_affine_ ? empty(normalized_shape_) : Tensor());
   reset_parameters();
 }
 
-void LayerNorm::reset_parameters() {
+void LayerNormImpl::reset_parameters() {
   if (!elementwise_affine_) return;
   init::ones_(weight);
   init::zeros_(bias);
 }
 
-Tensor LayerNorm::forward(const Tensor& input) { return F::layer_norm(input, normalized_shape_, weight, bias, eps_); }
+Tensor LayerNormImpl::forward(const Tensor& input) { return F::layer_norm(input, normalized_shape_, weight, bias, eps_); }
 
-void LayerNorm::pretty_print(std::ostream& os) const {
+void LayerNormImpl::pretty_print(std::ostream& os) const {
   // Python prints a shape tuple "(4,)" and eps with repr, e.g. 1e-05.
   os << "LayerNorm((";
   for (size_t i = 0; i < normalized_shape_.size(); ++i) os << (i ? ", " : "") << normalized_shape_[i];

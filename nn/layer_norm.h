@@ -3,13 +3,14 @@
 // Not thread-safe (a Module); clones may run concurrently.
 #pragma once
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
-class LayerNorm : public Cloneable<LayerNorm> {
+class LayerNormImpl : public Cloneable<LayerNormImpl> {
  public:
   /// Throws ValueError for an empty normalized_shape.
-  explicit LayerNorm(IntList normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  explicit LayerNormImpl(IntList normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
 
   void reset() override;
   void reset_parameters();
@@ -28,5 +29,7 @@ class LayerNorm : public Cloneable<LayerNorm> {
   double eps_;
   bool elementwise_affine_;
 };
+/// LibTorch's module holder of LayerNormImpl (nn/module_holder.h).
+EMBER_MODULE(LayerNorm);
 
 }  // namespace ember::nn

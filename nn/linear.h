@@ -3,13 +3,14 @@
 // Not thread-safe (a Module); clones may run concurrently.
 #pragma once
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
-class Linear : public Cloneable<Linear> {
+class LinearImpl : public Cloneable<LinearImpl> {
  public:
   /// Throws ValueError for negative sizes.
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  LinearImpl(int64_t in_features, int64_t out_features, bool bias = true);
 
   void reset() override;
   /// Re-draws weight and bias with the default initialization.
@@ -29,5 +30,7 @@ class Linear : public Cloneable<Linear> {
   int64_t out_features_;
   bool has_bias_;
 };
+/// LibTorch's module holder of LinearImpl (nn/module_holder.h).
+EMBER_MODULE(Linear);
 
 }  // namespace ember::nn

@@ -5,12 +5,13 @@
 #pragma once
 #include "nn/functional.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 
 namespace ember::nn {
 
-class CrossEntropyLoss : public Cloneable<CrossEntropyLoss> {
+class CrossEntropyLossImpl : public Cloneable<CrossEntropyLossImpl> {
  public:
-  explicit CrossEntropyLoss(F::CrossEntropyOptions options = {}) : Cloneable("CrossEntropyLoss"), options_(std::move(options)) {
+  explicit CrossEntropyLossImpl(F::CrossEntropyOptions options = {}) : Cloneable("CrossEntropyLoss"), options_(std::move(options)) {
     check_label_smoothing();
     reset();
   }
@@ -29,10 +30,12 @@ class CrossEntropyLoss : public Cloneable<CrossEntropyLoss> {
   static Tensor native_clone(const Tensor& t) { return ember::detach(ember::clone(t)); }
   F::CrossEntropyOptions options_;
 };
+/// LibTorch's module holder of CrossEntropyLossImpl (nn/module_holder.h).
+EMBER_MODULE(CrossEntropyLoss);
 
-class NLLLoss : public Cloneable<NLLLoss> {
+class NLLLossImpl : public Cloneable<NLLLossImpl> {
  public:
-  explicit NLLLoss(F::NLLLossOptions options = {}) : Cloneable("NLLLoss"), options_(std::move(options)) { reset(); }
+  explicit NLLLossImpl(F::NLLLossOptions options = {}) : Cloneable("NLLLoss"), options_(std::move(options)) { reset(); }
   void reset() override {
     if (options_.weight.defined()) options_.weight = register_buffer("weight", ember::detach(ember::clone(options_.weight)));
   }
@@ -43,10 +46,12 @@ class NLLLoss : public Cloneable<NLLLoss> {
  private:
   F::NLLLossOptions options_;
 };
+/// LibTorch's module holder of NLLLossImpl (nn/module_holder.h).
+EMBER_MODULE(NLLLoss);
 
-class MSELoss : public Cloneable<MSELoss> {
+class MSELossImpl : public Cloneable<MSELossImpl> {
  public:
-  explicit MSELoss(F::Reduction reduction = F::Reduction::Mean) : Cloneable("MSELoss"), reduction_(reduction) {}
+  explicit MSELossImpl(F::Reduction reduction = F::Reduction::Mean) : Cloneable("MSELoss"), reduction_(reduction) {}
   void reset() override {}
   Tensor forward(const Tensor& input, const Tensor& target) { return F::mse_loss(input, target, reduction_); }
   void pretty_print(std::ostream& os) const override { os << "MSELoss()"; }
@@ -54,10 +59,12 @@ class MSELoss : public Cloneable<MSELoss> {
  private:
   F::Reduction reduction_;
 };
+/// LibTorch's module holder of MSELossImpl (nn/module_holder.h).
+EMBER_MODULE(MSELoss);
 
-class BCEWithLogitsLoss : public Cloneable<BCEWithLogitsLoss> {
+class BCEWithLogitsLossImpl : public Cloneable<BCEWithLogitsLossImpl> {
  public:
-  explicit BCEWithLogitsLoss(F::BCEWithLogitsOptions options = {})
+  explicit BCEWithLogitsLossImpl(F::BCEWithLogitsOptions options = {})
       : Cloneable("BCEWithLogitsLoss"), options_(std::move(options)) {
     reset();
   }
@@ -76,5 +83,7 @@ class BCEWithLogitsLoss : public Cloneable<BCEWithLogitsLoss> {
  private:
   F::BCEWithLogitsOptions options_;
 };
+/// LibTorch's module holder of BCEWithLogitsLossImpl (nn/module_holder.h).
+EMBER_MODULE(BCEWithLogitsLoss);
 
 }  // namespace ember::nn

@@ -93,7 +93,7 @@ void collect(const Module& m, const std::string& prefix, bool recurse, bool para
 // clip_grad_norm_ does not count its gradient twice. state_dict() keeps every name (a
 // checkpoint has both keys, as PyTorch's does). named_parameters(recurse, false) lists every
 // slot: replicate maps a clone's slots to the original's with it.
-StateDict Module::named_parameters(bool recurse, bool remove_duplicate) const {
+NamedTensors Module::named_parameters(bool recurse, bool remove_duplicate) const {
   StateDict out;
   collect(*this, "", recurse, true, out);
   if (remove_duplicate) {
@@ -102,7 +102,7 @@ StateDict Module::named_parameters(bool recurse, bool remove_duplicate) const {
   }
   return out;
 }
-StateDict Module::named_buffers(bool recurse) const {
+NamedTensors Module::named_buffers(bool recurse) const {
   StateDict out;
   collect(*this, "", recurse, false, out);
   return out;

@@ -16,12 +16,16 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "core/ordered_dict.h"
 #include "core/tensor.h"
 
 namespace ember::nn {
 
 /// Ordered name -> tensor list (PyTorch's OrderedDict state dict).
 using StateDict = std::vector<std::pair<std::string, Tensor>>;
+/// What named_parameters() / named_buffers() return: LibTorch's OrderedDict (items with key() /
+/// value(), lookup by name), also a StateDict where one is expected.
+using NamedTensors = OrderedDict<std::string, Tensor>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -54,9 +58,9 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> parameters(bool recurse = true) const;
   /// Each tensor once, under its first name (Note [Shared parameters] in module.cpp);
   /// remove_duplicate=false lists every registration slot.
-  StateDict named_parameters(bool recurse = true, bool remove_duplicate = true) const;
+  NamedTensors named_parameters(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
-  StateDict named_buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   /// This module and all descendants, depth first, with dotted names ("" for this one).
@@ -164,12 +168,19 @@ class Cloneable : public Module {
  public:
   using Module::Module;
   /// (Re)creates all parameters, buffers and submodules. Called by the constructor and clone().
-  virtual void reset() = 0;
+  /// Derived must override it: see Note [Cloneable's reset check].
+  virtual void reset() {}
 
+  // Note [Cloneable's reset check]
+  // reset() is not pure: a pure one made a Derived without it abstract, and the first error a
+  // program met was std::make_shared's "invalid new-expression of abstract class type" with
+  // pages of standard-library context. Instead clone(), which every Derived instantiates (it is
+  // virtual, so its vtable needs it), asserts that Derived overrides reset(): the one error.
   std::shared_ptr<Module> clone(std::optional<Device> device = std::nullopt) const override {
+    static_assert(!std::is_same_v<decltype(&Derived::reset), void (Cloneable::*)()>,
+                  "Cloneable<T>: T must override `void reset()`, which (re)creates T's parameters and submodules");
     if constexpr (std::is_abstract_v<Derived>) {
-      static_assert(!std::is_abstract_v<Derived>,
-                    "Cloneable<T>: T must override `void reset()`, which (re)creates T's parameters and submodules");
+      static_assert(!std::is_abstract_v<Derived>, "Cloneable<T>: T is abstract (a pure virtual function left)");
       return nullptr;
     } else {
       return clone_impl(device);

@@ -360,35 +360,35 @@ detail::RnnMode rnn_mode_of(const std::string& nonlinearity) {
 }
 }  // namespace
 
-RNN::RNN(const RNNOptions& options) : RNNBase("RNN", rnn_mode_of(options.nonlinearity_), options) {}
+RNNImpl::RNNImpl(const RNNOptions& options) : RNNBase("RNN", rnn_mode_of(options.nonlinearity_), options) {}
 
-std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
+std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, const Tensor& hx) {
   auto [y, h, c] = run(input, hx, Tensor());
   return {y, h};
 }
-std::tuple<PackedSequence, Tensor> RNN::forward(const PackedSequence& input, const Tensor& hx) {
+std::tuple<PackedSequence, Tensor> RNNImpl::forward(const PackedSequence& input, const Tensor& hx) {
   auto [y, h, c] = run(input, hx, Tensor());
   return {y, h};
 }
 
-std::tuple<Tensor, LSTM::State> LSTM::forward(const Tensor& input, const std::optional<State>& hx) {
+std::tuple<Tensor, LSTMImpl::State> LSTMImpl::forward(const Tensor& input, const std::optional<State>& hx) {
   Tensor h0 = hx ? std::get<0>(*hx) : Tensor();
   Tensor c0 = hx ? std::get<1>(*hx) : Tensor();
   auto [y, h, c] = run(input, h0, c0);
   return {y, State{h, c}};
 }
-std::tuple<PackedSequence, LSTM::State> LSTM::forward(const PackedSequence& input, const std::optional<State>& hx) {
+std::tuple<PackedSequence, LSTMImpl::State> LSTMImpl::forward(const PackedSequence& input, const std::optional<State>& hx) {
   Tensor h0 = hx ? std::get<0>(*hx) : Tensor();
   Tensor c0 = hx ? std::get<1>(*hx) : Tensor();
   auto [y, h, c] = run(input, h0, c0);
   return {y, State{h, c}};
 }
 
-std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+std::tuple<Tensor, Tensor> GRUImpl::forward(const Tensor& input, const Tensor& hx) {
   auto [y, h, c] = run(input, hx, Tensor());
   return {y, h};
 }
-std::tuple<PackedSequence, Tensor> GRU::forward(const PackedSequence& input, const Tensor& hx) {
+std::tuple<PackedSequence, Tensor> GRUImpl::forward(const PackedSequence& input, const Tensor& hx) {
   auto [y, h, c] = run(input, hx, Tensor());
   return {y, h};
 }

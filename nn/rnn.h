@@ -15,6 +15,7 @@
 
 #include "nn/detail/rnn_layer.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 #include "nn/utils/rnn.h"
 
 namespace ember::nn {
@@ -168,12 +169,12 @@ class RNNBase : public Cloneable<Derived> {
 };
 
 /// Elman RNN: h' = act(W_ih x + b_ih + W_hh h + b_hh), act = tanh or relu.
-class RNN : public RNNBase<RNN> {
+class RNNImpl : public RNNBase<RNNImpl> {
  public:
-  RNN(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1)
-      : RNN(RNNOptions(input_size, hidden_size).num_layers(num_layers)) {}
+  RNNImpl(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1)
+      : RNNImpl(RNNOptions(input_size, hidden_size).num_layers(num_layers)) {}
   /// Throws ValueError for an unknown nonlinearity (and see detail::rnn_check_config).
-  explicit RNN(const RNNOptions& options);
+  explicit RNNImpl(const RNNOptions& options);
 
   /// input [T, B, F] ([B, T, F] with batch_first; [T, F] unbatched), hx [L*D, B, H] or undefined
   /// (zeros). Returns (output [T, B, D*H], h_n [L*D, B, H]).
@@ -181,30 +182,36 @@ class RNN : public RNNBase<RNN> {
   /// Returns (output as a PackedSequence like input, h_n in the caller's batch order).
   std::tuple<PackedSequence, Tensor> forward(const PackedSequence& input, const Tensor& hx = Tensor());
 };
+/// LibTorch's module holder of RNNImpl (nn/module_holder.h).
+EMBER_MODULE(RNN);
 
 /// LSTM (no projections): gates i, f, g, o; c' = f*c + i*g; h' = o*tanh(c').
-class LSTM : public RNNBase<LSTM> {
+class LSTMImpl : public RNNBase<LSTMImpl> {
  public:
-  LSTM(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1)
-      : LSTM(LSTMOptions(input_size, hidden_size).num_layers(num_layers)) {}
-  explicit LSTM(const LSTMOptions& options) : RNNBase("LSTM", Mode::kLstm, options) {}
+  LSTMImpl(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1)
+      : LSTMImpl(LSTMOptions(input_size, hidden_size).num_layers(num_layers)) {}
+  explicit LSTMImpl(const LSTMOptions& options) : RNNBase("LSTM", Mode::kLstm, options) {}
 
   using State = std::tuple<Tensor, Tensor>;  // (h, c), each [L*D, B, H]
   /// Returns (output, (h_n, c_n)); see RNN::forward for shapes. hx: both or neither.
   std::tuple<Tensor, State> forward(const Tensor& input, const std::optional<State>& hx = std::nullopt);
   std::tuple<PackedSequence, State> forward(const PackedSequence& input, const std::optional<State>& hx = std::nullopt);
 };
+/// LibTorch's module holder of LSTMImpl (nn/module_holder.h).
+EMBER_MODULE(LSTM);
 
 /// GRU: r = sigmoid(W_ir x + b_ir + W_hr h + b_hr), z likewise,
 /// n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1 - z) * n + z * h.
-class GRU : public RNNBase<GRU> {
+class GRUImpl : public RNNBase<GRUImpl> {
  public:
-  GRU(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1)
-      : GRU(GRUOptions(input_size, hidden_size).num_layers(num_layers)) {}
-  explicit GRU(const GRUOptions& options) : RNNBase("GRU", Mode::kGru, options) {}
+  GRUImpl(int64_t input_size, int64_t hidden_size, int64_t num_layers = 1)
+      : GRUImpl(GRUOptions(input_size, hidden_size).num_layers(num_layers)) {}
+  explicit GRUImpl(const GRUOptions& options) : RNNBase("GRU", Mode::kGru, options) {}
 
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = Tensor());
   std::tuple<PackedSequence, Tensor> forward(const PackedSequence& input, const Tensor& hx = Tensor());
 };
+/// LibTorch's module holder of GRUImpl (nn/module_holder.h).
+EMBER_MODULE(GRU);
 
 }  // namespace ember::nn

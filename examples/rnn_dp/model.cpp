@@ -14,9 +14,9 @@ namespace rnn = ember::nn::utils::rnn;
 WordEncoder::WordEncoder(const ModelConfig& config) : Cloneable("WordEncoder"), config_(config) { reset(); }
 
 void WordEncoder::reset() {
-  embedding = register_module("embedding", std::make_shared<ember::nn::Embedding>(
+  embedding = register_module("embedding", std::make_shared<ember::nn::EmbeddingImpl>(
                                                config_.vocab_size, config_.embedding_dim, /*padding_idx=*/0));
-  lstm = register_module("lstm", std::make_shared<ember::nn::LSTM>(
+  lstm = register_module("lstm", std::make_shared<ember::nn::LSTMImpl>(
                                      ember::nn::LSTMOptions(config_.embedding_dim, config_.hidden_size)
                                          .batch_first(config_.batch_first)));
 }
@@ -47,7 +47,7 @@ WordLangModel::WordLangModel(const ModelConfig& config) : Cloneable("WordLangMod
 void WordLangModel::reset() {
   encoder = register_module("encoder", std::make_shared<WordEncoder>(config_));
   classifier =
-      register_module("classifier", std::make_shared<ember::nn::Linear>(config_.hidden_size, config_.num_classes));
+      register_module("classifier", std::make_shared<ember::nn::LinearImpl>(config_.hidden_size, config_.num_classes));
 }
 
 Tensor WordLangModel::classify(const Tensor& encoded, const Tensor& lengths, const Tensor& keep) {

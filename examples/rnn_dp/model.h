@@ -39,8 +39,8 @@ class WordEncoder : public ember::nn::Cloneable<WordEncoder> {
 
   const ModelConfig& config() const { return config_; }
 
-  std::shared_ptr<ember::nn::Embedding> embedding;
-  std::shared_ptr<ember::nn::LSTM> lstm;
+  std::shared_ptr<ember::nn::EmbeddingImpl> embedding;
+  std::shared_ptr<ember::nn::LSTMImpl> lstm;
 
  private:
   ModelConfig config_;
@@ -62,7 +62,7 @@ class WordLangModel : public ember::nn::Cloneable<WordLangModel> {
   const ModelConfig& config() const { return config_; }
 
   std::shared_ptr<WordEncoder> encoder;
-  std::shared_ptr<ember::nn::Linear> classifier;
+  std::shared_ptr<ember::nn::LinearImpl> classifier;
 
  private:
   ModelConfig config_;

@@ -15,12 +15,12 @@ RNNModel::RNNModel(const ModelConfig& config) : Cloneable("RNNModel"), config_(c
 }
 
 void RNNModel::reset() {
-  encoder = register_module("encoder", std::make_shared<ember::nn::Embedding>(config_.ntoken, config_.ninp));
-  drop = register_module("drop", std::make_shared<ember::nn::Dropout>(config_.dropout));
-  rnn = register_module("rnn", std::make_shared<ember::nn::LSTM>(ember::nn::LSTMOptions(config_.ninp, config_.nhid)
+  encoder = register_module("encoder", std::make_shared<ember::nn::EmbeddingImpl>(config_.ntoken, config_.ninp));
+  drop = register_module("drop", std::make_shared<ember::nn::DropoutImpl>(config_.dropout));
+  rnn = register_module("rnn", std::make_shared<ember::nn::LSTMImpl>(ember::nn::LSTMOptions(config_.ninp, config_.nhid)
                                                                      .num_layers(config_.nlayers)
                                                                      .dropout(config_.dropout)));
-  decoder = register_module("decoder", std::make_shared<ember::nn::Linear>(config_.nhid, config_.ntoken));
+  decoder = register_module("decoder", std::make_shared<ember::nn::LinearImpl>(config_.nhid, config_.ntoken));
   // PyTorch's example's init_weights: U(-0.1, 0.1) for both matrices, a zero decoder bias.
   ember::nn::init::uniform_(encoder->weight, -0.1, 0.1);
   ember::nn::init::zeros_(decoder->bias);

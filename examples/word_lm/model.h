@@ -26,7 +26,7 @@ struct ModelConfig {
 
 class RNNModel : public ember::nn::Cloneable<RNNModel> {
  public:
-  using State = ember::nn::LSTM::State;  // (h, c), each [nlayers, B, nhid]
+  using State = ember::nn::LSTMImpl::State;  // (h, c), each [nlayers, B, nhid]
 
   /// Throws ValueError when tied and nhid != ninp (the decoder's weight is the embedding's).
   explicit RNNModel(const ModelConfig& config = {});
@@ -38,10 +38,10 @@ class RNNModel : public ember::nn::Cloneable<RNNModel> {
   void pretty_print(std::ostream& os) const override;
   const ModelConfig& config() const { return config_; }
 
-  std::shared_ptr<ember::nn::Embedding> encoder;
-  std::shared_ptr<ember::nn::Dropout> drop;
-  std::shared_ptr<ember::nn::LSTM> rnn;
-  std::shared_ptr<ember::nn::Linear> decoder;
+  std::shared_ptr<ember::nn::EmbeddingImpl> encoder;
+  std::shared_ptr<ember::nn::DropoutImpl> drop;
+  std::shared_ptr<ember::nn::LSTMImpl> rnn;
+  std::shared_ptr<ember::nn::LinearImpl> decoder;
 
  private:
   ModelConfig config_;

@@ -109,6 +109,8 @@ class Optimizer {
   std::vector<ParamGroup>& param_groups() { return param_groups_; }
   const std::vector<ParamGroup>& param_groups() const { return param_groups_; }
   const OptimizerOptions& defaults() const { return *defaults_; }
+  /// LibTorch's mutable defaults(): what a group added later copies; existing groups keep theirs.
+  OptimizerOptions& defaults() { return *defaults_; }
   /// State of `param` (created empty on first use).
   ParamState& state(const Tensor& param) { return state_[param.impl()]; }
   /// Null when `param` has no state yet.

@@ -18,11 +18,11 @@ using testing::randn_seeded;
 TEST(Activation, ValuesMatchClosedForms) {
   Tensor x = randn_seeded({50}, 1);
   auto xv = x.to_vector<double>();
-  auto relu = ReLU().forward(x).to_vector<double>();
-  auto th = Tanh().forward(x).to_vector<double>();
-  auto sg = Sigmoid().forward(x).to_vector<double>();
-  auto ge = GELU().forward(x).to_vector<double>();
-  auto gt = GELU("tanh").forward(x).to_vector<double>();
+  auto relu = ReLUImpl().forward(x).to_vector<double>();
+  auto th = TanhImpl().forward(x).to_vector<double>();
+  auto sg = SigmoidImpl().forward(x).to_vector<double>();
+  auto ge = GELUImpl().forward(x).to_vector<double>();
+  auto gt = GELUImpl("tanh").forward(x).to_vector<double>();
   for (size_t i = 0; i < xv.size(); ++i) {
     double v = xv[i];
     EXPECT_DOUBLE_EQ(relu[i], std::max(v, 0.0));
@@ -39,14 +39,14 @@ TEST(Activation, GradcheckFloat64) {
     auto r = autograd::gradcheck([&](const autograd::TensorList& in) { return m.forward(in[0]); }, {x});
     EXPECT_TRUE(r.ok) << m << ": " << r.message;
   };
-  check(Tanh());
-  check(Sigmoid());
-  check(GELU());
-  check(GELU("tanh"));
-  check(ReLU());
+  check(TanhImpl());
+  check(SigmoidImpl());
+  check(GELUImpl());
+  check(GELUImpl("tanh"));
+  check(ReLUImpl());
 }
 
-TEST(Activation, GeluRejectsUnknownApproximation) { EXPECT_THROW(GELU("fast"), ValueError); }
+TEST(Activation, GeluRejectsUnknownApproximation) { EXPECT_THROW(GELUImpl("fast"), ValueError); }
 
 }  // namespace
 }  // namespace ember::nn

@@ -28,9 +28,9 @@ namespace {
 constexpr int kSteps = 20;
 
 struct Classifier {
-  std::shared_ptr<Embedding> embedding = std::make_shared<Embedding>(24, 12, 0);
-  std::shared_ptr<LSTM> lstm = std::make_shared<LSTM>(LSTMOptions(12, 32));
-  std::shared_ptr<Linear> head = std::make_shared<Linear>(32, 4);
+  std::shared_ptr<EmbeddingImpl> embedding = std::make_shared<EmbeddingImpl>(24, 12, 0);
+  std::shared_ptr<LSTMImpl> lstm = std::make_shared<LSTMImpl>(LSTMOptions(12, 32));
+  std::shared_ptr<LinearImpl> head = std::make_shared<LinearImpl>(32, 4);
 
   std::vector<Tensor> parameters() const {
     std::vector<Tensor> ps;

@@ -68,18 +68,18 @@ TEST_P(AutocastDtype, Float32ListWidensLowPrecisionInputs) {
 TEST_P(AutocastDtype, RnnLayersRunInTheAutocastDtype) {
   const DType low = GetParam();
   autocast guard(DeviceType::CPU, low);
-  LSTM lstm(LSTMOptions(3, 4).num_layers(2));
+  LSTMImpl lstm(LSTMOptions(3, 4).num_layers(2));
   const Tensor x = randn_seeded({5, 2, 3}, 9, kFloat32);
   auto [y, state] = lstm.forward(x);
   EXPECT_EQ(y.dtype(), low);
   EXPECT_EQ(std::get<0>(state).dtype(), low);
   EXPECT_EQ(std::get<1>(state).dtype(), low);
-  GRU gru(GRUOptions(3, 4));
+  GRUImpl gru(GRUOptions(3, 4));
   utils::rnn::PackedSequence packed = utils::rnn::pack_padded_sequence(x, std::vector<int64_t>{5, 3}, false);
   auto [py, ph] = gru.forward(packed);
   EXPECT_EQ(py.data.dtype(), low);
   EXPECT_EQ(ph.dtype(), low);
-  RNN rnn(RNNOptions(3, 4));
+  RNNImpl rnn(RNNOptions(3, 4));
   EXPECT_EQ(std::get<0>(rnn.forward(x)).dtype(), low);
   for (const Tensor& p : lstm.parameters()) EXPECT_EQ(p.dtype(), kFloat32);  // the module is not converted
 }
@@ -102,7 +102,7 @@ TEST_P(AutocastDtype, ProductIsTheFloat32ProductOfRoundedOperandsRoundedOnce) {
 
 TEST_P(AutocastDtype, GradientsReachFloat32ParametersInFloat32) {
   const DType low = GetParam();
-  Linear fc(6, 3);
+  LinearImpl fc(6, 3);
   const Tensor x = randn_seeded({8, 6}, 12, kFloat32);
   const Tensor target = from_vector<int64_t>({0, 1, 2, 0, 1, 2, 0, 1});
   Tensor loss;
@@ -118,7 +118,7 @@ TEST_P(AutocastDtype, GradientsReachFloat32ParametersInFloat32) {
   EXPECT_EQ(fc.weight.grad().dtype(), kFloat32);
   EXPECT_EQ(fc.bias.grad().dtype(), kFloat32);
   // Against the float32 gradient, to the low dtype's precision.
-  Linear ref(6, 3);
+  LinearImpl ref(6, 3);
   {
     NoGradGuard no_grad;
     native::copy_(ref.weight, fc.weight);

@@ -21,10 +21,10 @@
 namespace ember::nn::testing {
 
 struct DeviceModel {
-  std::shared_ptr<Embedding> emb = std::make_shared<Embedding>(12, 5, 0);
-  std::shared_ptr<LSTM> lstm = std::make_shared<LSTM>(LSTMOptions(5, 7));
-  std::shared_ptr<Linear> lin = std::make_shared<Linear>(7, 3);
-  std::shared_ptr<ModuleList> holder = std::make_shared<ModuleList>(emb, lstm, lin);
+  std::shared_ptr<EmbeddingImpl> emb = std::make_shared<EmbeddingImpl>(12, 5, 0);
+  std::shared_ptr<LSTMImpl> lstm = std::make_shared<LSTMImpl>(LSTMOptions(5, 7));
+  std::shared_ptr<LinearImpl> lin = std::make_shared<LinearImpl>(7, 3);
+  std::shared_ptr<ModuleListImpl> holder = std::make_shared<ModuleListImpl>(emb, lstm, lin);
 };
 
 /// Trains 2 Adam steps on `from`, saves, loads into a fresh model + Adam on `to`, and checks

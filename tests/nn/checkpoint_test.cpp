@@ -46,9 +46,9 @@ class Checkpoint : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-std::shared_ptr<Sequential> model() {
-  return std::make_shared<Sequential>(std::make_shared<Embedding>(10, 6, 0), std::make_shared<LayerNorm>(IntList{6}),
-                                      Dropout(0.2), std::make_shared<Linear>(6, 4));
+std::shared_ptr<SequentialImpl> model() {
+  return std::make_shared<SequentialImpl>(std::make_shared<EmbeddingImpl>(10, 6, 0), std::make_shared<LayerNormImpl>(IntList{6}),
+                                      DropoutImpl(0.2), std::make_shared<LinearImpl>(6, 4));
 }
 
 Tensor batch_tokens(int k) {
@@ -60,7 +60,7 @@ Tensor batch_targets(int k) {
   return randint(0, 4, {8}, TensorOptions(kInt64), &g);
 }
 
-void train(Sequential& net, optim::Optimizer& opt, int from, int to) {
+void train(SequentialImpl& net, optim::Optimizer& opt, int from, int to) {
   for (int k = from; k < to; ++k) {
     opt.zero_grad();
     Tensor loss = F::cross_entropy(net.forward(batch_tokens(k)), batch_targets(k), {.label_smoothing = 0.1});
@@ -155,7 +155,7 @@ TEST_F(Checkpoint, MismatchesAreErrorsThatChangeNothing) {
   EXPECT_NE(error_of([&] { load_checkpoint(path("x.safetensors"), *other, &partial); }).find("optimizer group 0"),
             std::string::npos);
   EXPECT_TRUE(bit_equal(other->parameters()[0], before));
-  Sequential wrong(std::make_shared<Linear>(6, 4));
+  SequentialImpl wrong(std::make_shared<LinearImpl>(6, 4));
   EXPECT_NE(error_of([&] { load_checkpoint(path("x.safetensors"), wrong); }).find("Unexpected key(s) in state_dict"),
             std::string::npos);
   save_safetensors(path("plain.safetensors"), {{"w", zeros({1})}});

@@ -72,9 +72,9 @@ TEST(ClipGradNorm, NonFiniteNormErrorsOnlyWhenAsked) {
 // clip_grad_norm_ count and scale that gradient twice, 0.127 instead of 0.5): the norm is the
 // single-counted one and the gradient is scaled once, to exactly max_norm.
 TEST(ClipGradNorm, TiedEmbeddingGradientIsCountedOnce) {
-  Sequential net(std::make_shared<Embedding>(6, 4), std::make_shared<Linear>(4, 6, false));
-  auto emb = std::dynamic_pointer_cast<Embedding>(net.children()[0]);
-  auto dec = std::dynamic_pointer_cast<Linear>(net.children()[1]);
+  SequentialImpl net(std::make_shared<EmbeddingImpl>(6, 4), std::make_shared<LinearImpl>(4, 6, false));
+  auto emb = std::dynamic_pointer_cast<EmbeddingImpl>(net.children()[0]);
+  auto dec = std::dynamic_pointer_cast<LinearImpl>(net.children()[1]);
   dec->weight = emb->weight;
   *dec->find_parameter("weight") = emb->weight;
   Tensor ids = from_vector(std::vector<int64_t>{0, 3, 5, 3});

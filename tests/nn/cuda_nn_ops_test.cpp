@@ -160,7 +160,7 @@ TEST(CudaNnOps, PackedSequenceMovedToTheGpuReadsItsHostMetadataByCopy) {
     auto [y, len] = R::pad_packed_sequence(*p);
     expect_close(y, want, 0, "pad_packed_sequence of a moved sequence");
     EXPECT_EQ(len.to_vector<int64_t>(), want_len.to_vector<int64_t>());
-    nn::GRU gru(2, 4);
+    nn::GRUImpl gru(2, 4);
     gru.to(kGpu);
     auto [out, h] = gru.forward(*p);
     EXPECT_EQ(out.data.device(), kGpu);
@@ -209,27 +209,27 @@ TEST(CudaNnOps, RecurrentLayersMatchCpuPackedAndPaddedWithGradients) {
     const std::string d = dt == kFloat32 ? " float32" : " float64";
     // Packed (unsorted lengths: permute_batch on the states), bidirectional, two layers;
     // output and final states both carry gradient.
-    check_rnn_module<nn::LSTM>(
+    check_rnn_module<nn::LSTMImpl>(
         "LSTM packed" + d, dt,
-        [] { return std::make_shared<nn::LSTM>(nn::LSTMOptions(5, 3).num_layers(2).bidirectional(true)); },
-        [&](nn::LSTM& m, const Tensor& x) {
+        [] { return std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(5, 3).num_layers(2).bidirectional(true)); },
+        [&](nn::LSTMImpl& m, const Tensor& x) {
           auto [out, state] = m.forward(R::pack_padded_sequence(x, lengths, false, false));
           auto [y, len] = R::pad_packed_sequence(out, false, 0.0, 6);
           return cat({reshape(y, {-1}), reshape(std::get<0>(state), {-1}), reshape(std::get<1>(state), {-1})}, 0);
         });
-    check_rnn_module<nn::GRU>(
+    check_rnn_module<nn::GRUImpl>(
         "GRU packed" + d, dt,
-        [] { return std::make_shared<nn::GRU>(nn::GRUOptions(5, 3).num_layers(2).bidirectional(true)); },
-        [&](nn::GRU& m, const Tensor& x) {
+        [] { return std::make_shared<nn::GRUImpl>(nn::GRUOptions(5, 3).num_layers(2).bidirectional(true)); },
+        [&](nn::GRUImpl& m, const Tensor& x) {
           auto [out, h] = m.forward(R::pack_padded_sequence(x, lengths, false, false));
           auto [y, len] = R::pad_packed_sequence(out, false, 0.0, 6);
           return cat({reshape(y, {-1}), reshape(h, {-1})}, 0);
         });
     for (const char* act : {"tanh", "relu"}) {
-      check_rnn_module<nn::RNN>(
+      check_rnn_module<nn::RNNImpl>(
           std::string("RNN ") + act + " padded" + d, dt,
-          [act] { return std::make_shared<nn::RNN>(nn::RNNOptions(5, 3).num_layers(2).nonlinearity(act)); },
-          [](nn::RNN& m, const Tensor& x) {
+          [act] { return std::make_shared<nn::RNNImpl>(nn::RNNOptions(5, 3).num_layers(2).nonlinearity(act)); },
+          [](nn::RNNImpl& m, const Tensor& x) {
             auto [y, h] = m.forward(x);
             return cat({reshape(y, {-1}), reshape(h, {-1})}, 0);
           });

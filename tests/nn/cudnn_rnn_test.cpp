@@ -116,13 +116,13 @@ const std::vector<int64_t> kLengths = {4, 6, 1, 6};  // unsorted: the states are
 
 TEST(CudnnRnn, LstmPackedBidirectionalTwoLayersMatchesFallbackAndCpu) {
   EMBER_REQUIRE_CUDNN();
-  check_three_ways<nn::LSTM>(
+  check_three_ways<nn::LSTMImpl>(
       "LSTM packed",
-      [] { return std::make_shared<nn::LSTM>(nn::LSTMOptions(5, 3).num_layers(2).bidirectional(true)); },
-      [](nn::LSTM& m, const Tensor& x, const Tensor& h0, std::string& node) {
+      [] { return std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(5, 3).num_layers(2).bidirectional(true)); },
+      [](nn::LSTMImpl& m, const Tensor& x, const Tensor& h0, std::string& node) {
         Tensor c0 = mul(h0, 0.5);
         auto [out, state] = m.forward(R::pack_padded_sequence(x, kLengths, false, false),
-                                      nn::LSTM::State{h0, c0});
+                                      nn::LSTMImpl::State{h0, c0});
         node = node_of(out.data);
         auto [y, len] = R::pad_packed_sequence(out, false, 0.0, 6);
         return cat({reshape(y, {-1}), reshape(std::get<0>(state), {-1}), reshape(std::get<1>(state), {-1})}, 0);
@@ -133,12 +133,12 @@ TEST(CudnnRnn, LstmPackedBidirectionalTwoLayersMatchesFallbackAndCpu) {
 TEST(CudnnRnn, GruPackedBidirectionalTwoLayersWithAndWithoutBiasMatchesFallbackAndCpu) {
   EMBER_REQUIRE_CUDNN();
   for (bool bias : {true, false}) {
-    check_three_ways<nn::GRU>(
+    check_three_ways<nn::GRUImpl>(
         std::string("GRU packed") + (bias ? "" : " no bias"),
         [bias] {
-          return std::make_shared<nn::GRU>(nn::GRUOptions(5, 3).num_layers(2).bidirectional(true).bias(bias));
+          return std::make_shared<nn::GRUImpl>(nn::GRUOptions(5, 3).num_layers(2).bidirectional(true).bias(bias));
         },
-        [](nn::GRU& m, const Tensor& x, const Tensor& h0, std::string& node) {
+        [](nn::GRUImpl& m, const Tensor& x, const Tensor& h0, std::string& node) {
           auto [out, h] = m.forward(R::pack_padded_sequence(x, kLengths, false, false), h0);
           node = node_of(out.data);
           auto [y, len] = R::pad_packed_sequence(out, false, 0.0, 6);
@@ -153,13 +153,13 @@ TEST(CudnnRnn, RnnTanhAndReluPaddedTwoLayersMatchFallbackAndCpu) {
   for (const char* act : {"tanh", "relu"}) {
     for (bool bidirectional : {false, true}) {
       const int64_t D = bidirectional ? 2 : 1;
-      check_three_ways<nn::RNN>(
+      check_three_ways<nn::RNNImpl>(
           std::string("RNN ") + act + (bidirectional ? " bidirectional" : "") + " padded",
           [act, bidirectional] {
-            return std::make_shared<nn::RNN>(
+            return std::make_shared<nn::RNNImpl>(
                 nn::RNNOptions(5, 3).num_layers(2).nonlinearity(act).bidirectional(bidirectional));
           },
-          [](nn::RNN& m, const Tensor& x, const Tensor& h0, std::string& node) {
+          [](nn::RNNImpl& m, const Tensor& x, const Tensor& h0, std::string& node) {
             auto [y, h] = m.forward(x, h0);
             node = node_of(h);  // y is a view of the stack's output; h_n comes from it directly
             return cat({reshape(y, {-1}), reshape(h, {-1})}, 0);
@@ -171,11 +171,11 @@ TEST(CudnnRnn, RnnTanhAndReluPaddedTwoLayersMatchFallbackAndCpu) {
 
 TEST(CudnnRnn, LstmPaddedBatchFirstMatchesFallbackAndCpu) {
   EMBER_REQUIRE_CUDNN();
-  check_three_ways<nn::LSTM>(
+  check_three_ways<nn::LSTMImpl>(
       "LSTM padded batch_first",
-      [] { return std::make_shared<nn::LSTM>(nn::LSTMOptions(5, 3).num_layers(2).batch_first(true)); },
-      [](nn::LSTM& m, const Tensor& x, const Tensor& h0, std::string& node) {
-        auto [y, state] = m.forward(x, nn::LSTM::State{h0, mul(h0, -1.0)});
+      [] { return std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(5, 3).num_layers(2).batch_first(true)); },
+      [](nn::LSTMImpl& m, const Tensor& x, const Tensor& h0, std::string& node) {
+        auto [y, state] = m.forward(x, nn::LSTMImpl::State{h0, mul(h0, -1.0)});
         node = node_of(std::get<0>(state));
         return cat({reshape(y, {-1}), reshape(std::get<0>(state), {-1}), reshape(std::get<1>(state), {-1})}, 0);
       },
@@ -186,17 +186,17 @@ TEST(CudnnRnn, ParametersOutsideTheFlatBufferAreCopiedPerCallWithTheSameResults)
   EMBER_REQUIRE_CUDNN();
   // A parameter given storage of its own (as a user replacing it would): the cuDNN path copies
   // the weights into a weight space per call and hands the gradient back per parameter.
-  check_three_ways<nn::LSTM>(
+  check_three_ways<nn::LSTMImpl>(
       "LSTM with a replaced parameter",
-      [] { return std::make_shared<nn::LSTM>(nn::LSTMOptions(5, 3).num_layers(2).bidirectional(true)); },
-      [](nn::LSTM& m, const Tensor& x, const Tensor& h0, std::string& node) {
+      [] { return std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(5, 3).num_layers(2).bidirectional(true)); },
+      [](nn::LSTMImpl& m, const Tensor& x, const Tensor& h0, std::string& node) {
         EXPECT_FALSE(native::rnn_weights_are_flat(m.parameters()));
-        auto [y, state] = m.forward(x, nn::LSTM::State{h0, h0});
+        auto [y, state] = m.forward(x, nn::LSTMImpl::State{h0, h0});
         node = node_of(std::get<0>(state));
         return cat({reshape(y, {-1}), reshape(std::get<0>(state), {-1})}, 0);
       },
       {6, 4, 5}, {4, 4, 3},
-      [](nn::LSTM& m) {
+      [](nn::LSTMImpl& m) {
         NoGradGuard g;
         Tensor* w = m.find_parameter("weight_hh_l1_reverse");
         nn::Module::set_data(*w, native::clone(*w));
@@ -207,7 +207,7 @@ TEST(CudnnRnn, DropoutMasksAreReproduciblePerSeedAndAdvanceBetweenCalls) {
   EMBER_REQUIRE_CUDNN();
   CudnnSwitch sw(true);
   manual_seed(3);
-  nn::LSTM lstm(nn::LSTMOptions(8, 16).num_layers(3).dropout(0.5));
+  nn::LSTMImpl lstm(nn::LSTMOptions(8, 16).num_layers(3).dropout(0.5));
   lstm.to(kGpu);
   const Tensor x = native::to(seeded({7, 5, 8}, 4, kFloat32), kGpu);
   auto out = [&] { return native::to(std::get<0>(lstm.forward(x)), Device::cpu()).to_vector<float>(); };
@@ -243,7 +243,7 @@ TEST(CudnnRnn, DropoutMasksAreReproduciblePerSeedAndAdvanceBetweenCalls) {
 TEST(CudnnRnn, EvalWithoutGradRunsCudnnAndMatchesTheFallback) {
   EMBER_REQUIRE_CUDNN();
   manual_seed(5);
-  nn::GRU gru(nn::GRUOptions(4, 6).num_layers(2).bidirectional(true));
+  nn::GRUImpl gru(nn::GRUOptions(4, 6).num_layers(2).bidirectional(true));
   gru.to(kGpu);
   gru.eval();
   const Tensor x = native::to(seeded({5, 3, 4}, 6, kFloat32), kGpu);

@@ -14,13 +14,13 @@ namespace {
 using testing::error_of;
 
 TEST(Dropout, RejectsProbabilityOutsideZeroOne) {
-  EXPECT_NE(error_of([] { Dropout(1.5); }).find("dropout probability has to be between 0 and 1, but got 1.5"),
+  EXPECT_NE(error_of([] { DropoutImpl(1.5); }).find("dropout probability has to be between 0 and 1, but got 1.5"),
             std::string::npos);
   EXPECT_THROW(F::dropout(ones({2}), -0.1), ValueError);
 }
 
 TEST(Dropout, EvalIsIdentity) {
-  Dropout d(0.3);
+  DropoutImpl d(0.3);
   d.eval();
   Tensor x = ones({10});
   EXPECT_TRUE(d.forward(x).is_same(x));
@@ -56,7 +56,7 @@ TEST(Dropout, ZeroAndOneProbabilities) {
 
 TEST(Dropout, SeededGeneratorReproducesTheMask) {
   Generator g1(42), g2(42);
-  Dropout a(0.5), b(0.5);
+  DropoutImpl a(0.5), b(0.5);
   a.set_generator(&g1);
   b.set_generator(&g2);
   Tensor x = ones({64});

@@ -22,7 +22,7 @@ using testing::randn_seeded;
 Tensor idx(std::vector<int64_t> v, IntList sizes) { return from_vector(v, sizes); }
 
 TEST(Embedding, InitIsStandardNormalWithZeroPaddingRow) {
-  Embedding e(200, 50, /*padding_idx=*/3);
+  EmbeddingImpl e(200, 50, /*padding_idx=*/3);
   auto w = e.weight.to_vector<float>();
   double s = 0, sq = 0;
   for (float v : w) {
@@ -36,7 +36,7 @@ TEST(Embedding, InitIsStandardNormalWithZeroPaddingRow) {
 }
 
 TEST(Embedding, ForwardPicksRowsForAnyIndexShape) {
-  Embedding e(5, 3);
+  EmbeddingImpl e(5, 3);
   Tensor i = idx({4, 0, 4, 2, 1, 3}, {2, 3});
   Tensor out = e.forward(i);
   EXPECT_EQ(out.sizes(), (IntList{2, 3, 3}));
@@ -49,7 +49,7 @@ TEST(Embedding, ForwardPicksRowsForAnyIndexShape) {
 }
 
 TEST(Embedding, GradientAccumulatesRepeatsAndSkipsPaddingIdx) {
-  Embedding e(4, 2, /*padding_idx=*/1);
+  EmbeddingImpl e(4, 2, /*padding_idx=*/1);
   Tensor i = idx({1, 2, 1, 0, 2, 2}, {2, 3});
   sum(e.forward(i)).backward();
   auto g = e.weight.grad().to_vector<float>();
@@ -80,19 +80,19 @@ TEST(Embedding, GradcheckFloat64WithPadding) {
 }
 
 TEST(Embedding, ErrorsInPyTorchWords) {
-  Embedding e(5, 3);
+  EmbeddingImpl e(5, 3);
   EXPECT_NE(error_of([&] { e.forward(idx({1, 5}, {2})); }).find("index out of range in self"), std::string::npos);
   EXPECT_NE(error_of([&] { e.forward(idx({-1}, {1})); }).find("index out of range in self"), std::string::npos);
   EXPECT_THROW(e.forward(ones({2})), TypeError);
-  EXPECT_NE(error_of([] { Embedding(5, 3, 5); }).find("Padding_idx must be within num_embeddings"), std::string::npos);
+  EXPECT_NE(error_of([] { EmbeddingImpl(5, 3, 5); }).find("Padding_idx must be within num_embeddings"), std::string::npos);
 }
 
 TEST(Embedding, FromPretrainedCopiesAndFreezes) {
   Tensor table = randn_seeded({3, 2}, 10, kFloat32);
-  auto e = Embedding::from_pretrained(table);
+  auto e = EmbeddingImpl::from_pretrained(table);
   EXPECT_TRUE(testing::bit_equal(e->weight, table));
   EXPECT_FALSE(e->weight.requires_grad());
-  auto trainable = Embedding::from_pretrained(table, /*freeze=*/false, 0);
+  auto trainable = EmbeddingImpl::from_pretrained(table, /*freeze=*/false, 0);
   EXPECT_TRUE(trainable->weight.requires_grad());
   EXPECT_TRUE(testing::bit_equal(trainable->weight, table));  // the padding row is not zeroed
 }

@@ -20,7 +20,7 @@ using nn::testing::error_of;
 using nn::testing::randn_seeded;
 
 struct Fixture {
-  nn::Linear fc{4, 2};
+  nn::LinearImpl fc{4, 2};
   SGD sgd{fc.parameters(), SGDOptions(0.1)};
   Tensor x = randn_seeded({3, 4}, 1, kFloat32);
 

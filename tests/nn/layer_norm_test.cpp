@@ -17,7 +17,7 @@ using testing::leaf;
 using testing::randn_seeded;
 
 TEST(LayerNorm, DefaultParametersNormalizeEachRow) {
-  LayerNorm ln({8});
+  LayerNormImpl ln({8});
   EXPECT_EQ(ln.weight.to_vector<float>(), std::vector<float>(8, 1.0f));
   EXPECT_EQ(ln.bias.to_vector<float>(), std::vector<float>(8, 0.0f));
   Tensor x = native::add(native::mul(randn_seeded({3, 8}, 1, kFloat32), 5.0), 2.0);
@@ -61,7 +61,7 @@ TEST(LayerNorm, GradcheckFloat64) {
 }
 
 TEST(LayerNorm, WithoutElementwiseAffineHasNoParameters) {
-  LayerNorm ln({4}, 1e-5, false);
+  LayerNormImpl ln({4}, 1e-5, false);
   EXPECT_TRUE(ln.parameters().empty());
   Tensor x = randn_seeded({2, 4}, 10, kFloat32);
   EXPECT_TRUE(all_close(ln.forward(x), F::detail::layer_norm_reference(x, {4}, Tensor(), Tensor(), 1e-5), 1e-5,
@@ -69,7 +69,7 @@ TEST(LayerNorm, WithoutElementwiseAffineHasNoParameters) {
 }
 
 TEST(LayerNorm, ShapeMismatchInPyTorchWords) {
-  LayerNorm ln({4});
+  LayerNormImpl ln({4});
   std::string msg = testing::error_of([&] { ln.forward(ones({2, 3})); });
   EXPECT_NE(msg.find("Given normalized_shape=[4], expected input with shape [*, 4], but got input of size[2, 3]"),
             std::string::npos)

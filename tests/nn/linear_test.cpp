@@ -18,7 +18,7 @@ using testing::leaf;
 using testing::randn_seeded;
 
 TEST(Linear, ParametersHavePyTorchShapesAndDefaultInitBounds) {
-  Linear lin(50, 20);
+  LinearImpl lin(50, 20);
   EXPECT_EQ(lin.weight.sizes(), (IntList{20, 50}));
   EXPECT_EQ(lin.bias.sizes(), (IntList{20}));
   EXPECT_TRUE(lin.weight.requires_grad());
@@ -34,7 +34,7 @@ TEST(Linear, ParametersHavePyTorchShapesAndDefaultInitBounds) {
 }
 
 TEST(Linear, ForwardIsInputTimesWeightTransposedPlusBias) {
-  Linear lin(3, 2);
+  LinearImpl lin(3, 2);
   Tensor x = randn_seeded({4, 3}, 1, kFloat32);
   Tensor expected = native::add(native::mm(x, native::t(lin.weight)), lin.bias);
   EXPECT_TRUE(all_close(lin.forward(x), expected, 1e-6, 1e-6));
@@ -44,7 +44,7 @@ TEST(Linear, ForwardIsInputTimesWeightTransposedPlusBias) {
 }
 
 TEST(Linear, GradcheckInputWeightAndBiasFloat64) {
-  Linear lin(4, 3);
+  LinearImpl lin(4, 3);
   lin.to(kFloat64);
   Tensor x = leaf(randn_seeded({2, 3, 4}, 3));
   auto r = autograd::gradcheck(
@@ -53,7 +53,7 @@ TEST(Linear, GradcheckInputWeightAndBiasFloat64) {
 }
 
 TEST(Linear, WithoutBias) {
-  Linear lin(3, 2, /*bias=*/false);
+  LinearImpl lin(3, 2, /*bias=*/false);
   EXPECT_FALSE(lin.bias.defined());
   EXPECT_EQ(lin.parameters().size(), 1u);
   Tensor x = randn_seeded({4, 3}, 4, kFloat32);
@@ -61,7 +61,7 @@ TEST(Linear, WithoutBias) {
 }
 
 TEST(Linear, WrongFeatureCountSaysWhatWasExpected) {
-  Linear lin(3, 2);
+  LinearImpl lin(3, 2);
   std::string msg = testing::error_of([&] { lin.forward(ones({4, 5})); });
   EXPECT_NE(msg.find("linear: input has 5 features"), std::string::npos) << msg;
   EXPECT_NE(msg.find("expects 3"), std::string::npos) << msg;

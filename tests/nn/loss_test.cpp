@@ -168,7 +168,7 @@ TEST(ClassLoss, ResultsDoNotDependOnTheThreadCount) {
     Tensor loss = F::cross_entropy(x, t, {.label_smoothing = 0.1});
     loss.backward();
     Tensor y = leaf(randn_seeded({1000, 70}, 23, kFloat32));
-    LayerNorm ln({70});
+    LayerNormImpl ln({70});
     Tensor out = ln.forward(y);
     sum(mul(out, out)).backward();
     return std::vector<Tensor>{loss, x.grad(), out, y.grad(), ln.weight.grad(), ln.bias.grad()};
@@ -274,17 +274,17 @@ TEST(BCEWithLogits, WeightAndPosWeightMatchDefinitionAndGradcheck) {
 
 TEST(LossModules, WrapFunctionalAndRegisterWeightBuffers) {
   Tensor w = from_vector(std::vector<float>{1, 2, 3}, {3});
-  CrossEntropyLoss ce({.weight = w, .ignore_index = 0});
+  CrossEntropyLossImpl ce({.weight = w, .ignore_index = 0});
   ASSERT_EQ(ce.named_buffers().size(), 1u);
   EXPECT_EQ(ce.named_buffers()[0].first, "weight");
   Tensor x = randn_seeded({4, 3}, 16, kFloat32);
   Tensor t = targets({0, 1, 2, 1}, {4});
   EXPECT_EQ(ce.forward(x, t).item(), F::cross_entropy(x, t, {.weight = w, .ignore_index = 0}).item());
-  BCEWithLogitsLoss bce({.pos_weight = ones({3})});
+  BCEWithLogitsLossImpl bce({.pos_weight = ones({3})});
   EXPECT_EQ(bce.named_buffers()[0].first, "pos_weight");
-  MSELoss mse(Reduction::Sum);
+  MSELossImpl mse(Reduction::Sum);
   EXPECT_EQ(mse.forward(ones({2}), zeros({2})).item(), 2.0);
-  NLLLoss nll;
+  NLLLossImpl nll;
   EXPECT_NEAR(nll.forward(native::log_softmax(x, 1), t).item(), F::cross_entropy(x, t).item(), 1e-6);
 }
 

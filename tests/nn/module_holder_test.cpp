@@ -19,9 +19,9 @@ using namespace ember::nn;
 
 struct TinyImpl : Cloneable<TinyImpl> {
   explicit TinyImpl(int64_t n = 2) : n_(n) { reset(); }
-  void reset() override { fc = register_module("fc", std::make_shared<Linear>(n_, 1)); }
+  void reset() override { fc = register_module("fc", std::make_shared<LinearImpl>(n_, 1)); }
   Tensor forward(const Tensor& x) { return fc->forward(x); }
-  std::shared_ptr<Linear> fc;
+  std::shared_ptr<LinearImpl> fc;
   int64_t n_;
 };
 EMBER_MODULE(Tiny);
@@ -30,18 +30,18 @@ EMBER_MODULE(Tiny);
 struct RNNModelImpl : Cloneable<RNNModelImpl> {
   RNNModelImpl(int64_t ntoken, int64_t ninp, int64_t nhid) : ntoken_(ntoken), ninp_(ninp), nhid_(nhid) { reset(); }
   void reset() override {
-    drop = register_module("drop", std::make_shared<Dropout>(0.2));
-    encoder = register_module("encoder", std::make_shared<Embedding>(ntoken_, ninp_));
-    rnn = register_module("rnn", std::make_shared<LSTM>(LSTMOptions(ninp_, nhid_).num_layers(2).dropout(0.2)));
+    drop = register_module("drop", std::make_shared<DropoutImpl>(0.2));
+    encoder = register_module("encoder", std::make_shared<EmbeddingImpl>(ntoken_, ninp_));
+    rnn = register_module("rnn", std::make_shared<LSTMImpl>(LSTMOptions(ninp_, nhid_).num_layers(2).dropout(0.2)));
     decoder = register_module("decoder", Tiny(nhid_));  // a holder registers like a shared_ptr
   }
   Tensor forward(const Tensor& tokens) {
     auto [out, state] = rnn->forward(drop->forward(encoder->forward(tokens)));
     return decoder(out);
   }
-  std::shared_ptr<Dropout> drop;
-  std::shared_ptr<Embedding> encoder;
-  std::shared_ptr<LSTM> rnn;
+  std::shared_ptr<DropoutImpl> drop;
+  std::shared_ptr<EmbeddingImpl> encoder;
+  std::shared_ptr<LSTMImpl> rnn;
   Tiny decoder{nullptr};
   int64_t ntoken_, ninp_, nhid_;
 };
@@ -64,10 +64,10 @@ TEST(ModuleHolder, CallsForwardAndReachesTheModule) {
 }
 
 TEST(ModuleHolder, EveryCloneableIsCallableLikeLibTorchModules) {
-  Linear fc(3, 2);
+  LinearImpl fc(3, 2);
   Tensor x = ones({4, 3});
   EXPECT_EQ(fc(x).to_vector<float>(), fc.forward(x).to_vector<float>());
-  auto lstm = std::make_shared<LSTM>(3, 5);
+  auto lstm = std::make_shared<LSTMImpl>(3, 5);
   auto [out, state] = (*lstm)(ones({2, 1, 3}));
   EXPECT_EQ(out.sizes(), (IntList{2, 1, 5}));
 }

@@ -20,8 +20,8 @@ namespace {
 using testing::bit_equal;
 using testing::error_of;
 
-std::shared_ptr<Sequential> mlp() {
-  return std::make_shared<Sequential>(std::make_shared<Linear>(2, 3), ReLU(), std::make_shared<Linear>(3, 1));
+std::shared_ptr<SequentialImpl> mlp() {
+  return std::make_shared<SequentialImpl>(std::make_shared<LinearImpl>(2, 3), ReLUImpl(), std::make_shared<LinearImpl>(3, 1));
 }
 
 std::vector<std::string> keys(const StateDict& sd) {
@@ -34,7 +34,7 @@ TEST(Module, StateDictUsesPyTorchNamesForNestedContainers) {
   auto net = mlp();
   EXPECT_EQ(keys(net->state_dict()), (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
   EXPECT_EQ(net->parameters().size(), 4u);
-  auto ln = LayerNorm({4}, 1e-5, false);
+  auto ln = LayerNormImpl({4}, 1e-5, false);
   EXPECT_TRUE(ln.state_dict().empty());
 }
 
@@ -42,9 +42,9 @@ TEST(Module, StateDictUsesPyTorchNamesForNestedContainers) {
 // clip_grad_norm_ counted the gradient twice): a tensor registered in two modules is one
 // parameter under its first name; state_dict keeps both keys, as PyTorch's does.
 TEST(Module, TiedWeightIsOneParameterUnderItsFirstName) {
-  Sequential net(std::make_shared<Embedding>(5, 3), std::make_shared<Linear>(3, 5));
-  auto emb = std::dynamic_pointer_cast<Embedding>(net.children()[0]);
-  auto dec = std::dynamic_pointer_cast<Linear>(net.children()[1]);
+  SequentialImpl net(std::make_shared<EmbeddingImpl>(5, 3), std::make_shared<LinearImpl>(3, 5));
+  auto emb = std::dynamic_pointer_cast<EmbeddingImpl>(net.children()[0]);
+  auto dec = std::dynamic_pointer_cast<LinearImpl>(net.children()[1]);
   dec->weight = emb->weight;
   *dec->find_parameter("weight") = emb->weight;
   EXPECT_EQ(keys(net.named_parameters()), (std::vector<std::string>{"0.weight", "1.bias"}));
@@ -114,7 +114,7 @@ TEST(Module, LoadStateDictNonStrictToleratesMissingAndUnexpectedKeys) {
 TEST(Module, CloneDeepCopiesWithoutDrawingRandomNumbers) {
   auto net = mlp();
   auto before = default_generator().get_state();
-  auto copy = std::static_pointer_cast<Sequential>(net->clone());
+  auto copy = std::static_pointer_cast<SequentialImpl>(net->clone());
   EXPECT_EQ(default_generator().get_state(), before) << "clone() re-initialized parameters";
   auto a = net->state_dict(), b = copy->state_dict();
   ASSERT_EQ(a.size(), b.size());
@@ -127,41 +127,41 @@ TEST(Module, CloneDeepCopiesWithoutDrawingRandomNumbers) {
     EXPECT_TRUE(b[i].second.is_leaf());
   }
   // The clone's typed members point at its own parameters.
-  auto l0 = copy->ptr<Linear>(0);
+  auto l0 = copy->ptr<LinearImpl>(0);
   EXPECT_TRUE(l0->weight.is_same(copy->parameters()[0]));
-  Tensor original = native::clone(net->ptr<Linear>(0)->weight);
+  Tensor original = native::clone(net->ptr<LinearImpl>(0)->weight);
   {
     NoGradGuard ng;
     native::fill_(l0->weight, 7.0);
   }
-  EXPECT_TRUE(bit_equal(net->ptr<Linear>(0)->weight, original));
+  EXPECT_TRUE(bit_equal(net->ptr<LinearImpl>(0)->weight, original));
   // Forward of the clone works and is independent.
   Tensor x = ones({4, 2});
   EXPECT_EQ(copy->forward(x).sizes(), (IntList{4, 1}));
 }
 
 TEST(Module, CloneKeepsEmbeddingPaddingAndLayerNormShape) {
-  Embedding e(5, 3, /*padding_idx=*/-1);
+  EmbeddingImpl e(5, 3, /*padding_idx=*/-1);
   EXPECT_EQ(e.padding_idx(), 4);
   auto c = e.clone_as();
   EXPECT_EQ(c->padding_idx(), 4);
   EXPECT_TRUE(bit_equal(c->weight, e.weight));
-  LayerNorm ln({2, 3});
+  LayerNormImpl ln({2, 3});
   auto lc = ln.clone_as();
   EXPECT_EQ(lc->weight.sizes(), (IntList{2, 3}));
 }
 
 TEST(Module, TrainAndEvalPropagateToChildrenAndControlDropout) {
-  Sequential net(std::make_shared<Linear>(4, 4), Dropout(0.5));
+  SequentialImpl net(std::make_shared<LinearImpl>(4, 4), DropoutImpl(0.5));
   EXPECT_TRUE(net.is_training());
   net.eval();
   EXPECT_FALSE(net[1]->is_training());
   Tensor x = ones({8, 4});
-  Tensor h = net.ptr<Linear>(0)->forward(x);
+  Tensor h = net.ptr<LinearImpl>(0)->forward(x);
   EXPECT_TRUE(bit_equal(net.forward(x), h));  // dropout is the identity in eval
   net.train();
   EXPECT_TRUE(net[1]->is_training());
-  Tensor y = net.ptr<Dropout>(1)->forward(ones({1000}));
+  Tensor y = net.ptr<DropoutImpl>(1)->forward(ones({1000}));
   auto v = y.to_vector<float>();
   int zeros_n = 0;
   for (float f : v) {
@@ -176,7 +176,7 @@ TEST(Module, TrainAndEvalPropagateToChildrenAndControlDropout) {
 }
 
 TEST(Module, ToDtypeConvertsInPlaceAndKeepsHandles) {
-  Linear lin(3, 2);
+  LinearImpl lin(3, 2);
   Tensor w = lin.weight;
   Tensor before = native::to(lin.weight, kFloat64);
   lin.to(kFloat64);
@@ -190,7 +190,7 @@ TEST(Module, ToDtypeConvertsInPlaceAndKeepsHandles) {
 }
 
 TEST(Module, ZeroGradSetsToNoneOrZeroes) {
-  Linear lin(3, 2);
+  LinearImpl lin(3, 2);
   sum(lin.forward(ones({2, 3}))).backward();
   ASSERT_TRUE(lin.weight.grad().defined());
   lin.zero_grad(/*set_to_none=*/false);
@@ -202,8 +202,8 @@ TEST(Module, ZeroGradSetsToNoneOrZeroes) {
 }
 
 TEST(Module, PrettyPrintMatchesPyTorchRepr) {
-  Sequential net(std::make_shared<Linear>(2, 3), ReLU(), Dropout(0.1), std::make_shared<Linear>(3, 1, false),
-                 Tanh(), Sigmoid(), GELU());
+  SequentialImpl net(std::make_shared<LinearImpl>(2, 3), ReLUImpl(), DropoutImpl(0.1), std::make_shared<LinearImpl>(3, 1, false),
+                 TanhImpl(), SigmoidImpl(), GELUImpl());
   std::ostringstream os;
   os << net;
   EXPECT_EQ(os.str(),
@@ -217,11 +217,11 @@ TEST(Module, PrettyPrintMatchesPyTorchRepr) {
             "  (6): GELU(approximate='none')\n"
             ")");
   std::ostringstream e, l;
-  e << Embedding(10, 3, 0);
-  l << LayerNorm({4});
+  e << EmbeddingImpl(10, 3, 0);
+  l << LayerNormImpl({4});
   EXPECT_EQ(e.str(), "Embedding(10, 3, padding_idx=0)");
   EXPECT_EQ(l.str(), "LayerNorm((4,), eps=1e-05, elementwise_affine=True)");
-  Sequential outer(std::make_shared<Sequential>(ReLU()), Tanh());
+  SequentialImpl outer(std::make_shared<SequentialImpl>(ReLUImpl()), TanhImpl());
   std::ostringstream o;
   o << outer;
   EXPECT_EQ(o.str(), "Sequential(\n  (0): Sequential(\n    (0): ReLU()\n  )\n  (1): Tanh()\n)");

@@ -265,7 +265,7 @@ double regression_loss_after(const Options& options, int steps) {
   Tensor X = randn_seeded({64, 3}, 7, kFloat32);
   Tensor w_true = from_vector(std::vector<float>{1.5f, -2.0f, 0.5f}, {3, 1});
   Tensor y = native::add(native::mm(X, w_true), 0.3);
-  nn::Linear lin(3, 1);
+  nn::LinearImpl lin(3, 1);
   Opt opt(lin.parameters(), options);
   double last = 0;
   for (int k = 0; k < steps; ++k) {

@@ -141,14 +141,14 @@ void record_backward(Case& c, const Tensor& y, const Tensor& up, const std::vect
 
 TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
   {  // Linear through the module
-    Linear lin(5, 3);
+    LinearImpl lin(5, 3);
     Tensor x = leaf(f32({4, 2, 5}, 1));
     Case& c = add("linear", "linear");
     c.inputs = {{"x", x}, {"w", lin.weight}, {"b", lin.bias}};
     record_backward(c, lin.forward(x), f32({4, 2, 3}, 2), {{"grad_x", x}, {"grad_w", lin.weight}, {"grad_b", lin.bias}});
   }
   {  // Embedding with padding_idx, repeated indices
-    Embedding emb(10, 6, 0);
+    EmbeddingImpl emb(10, 6, 0);
     Tensor idx = i64({0, 3, 3, 9, 0, 1, 2, 3, 5, 5, 0, 7}, {3, 4});
     Case& c = add("embedding", "embedding", detail::JsonObjectWriter().add("padding_idx", int64_t{0}));
     c.inputs = {{"w", emb.weight}, {"idx", idx}};

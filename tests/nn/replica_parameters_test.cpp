@@ -16,10 +16,10 @@ namespace ember::nn {
 namespace {
 
 TEST(ReplicaParametersGuard, CloneTakesTheGivenCopyOfAParameter) {
-  auto fc = std::make_shared<Linear>(3, 2);
+  auto fc = std::make_shared<LinearImpl>(3, 2);
   Tensor given = full({2, 3}, 7.0, TensorOptions().device(Device::cpu(1)));
   detail::ParameterCopies copies{{fc->weight.impl(), given}};
-  std::shared_ptr<Linear> c;
+  std::shared_ptr<LinearImpl> c;
   {
     detail::ReplicaParametersGuard guard(&copies);
     c = fc->clone_as(Device::cpu(1));
@@ -37,7 +37,7 @@ TEST(ReplicaParametersGuard, CloneTakesTheGivenCopyOfAParameter) {
 }
 
 TEST(ReplicaParametersGuard, ACopyOnAnotherDeviceIsNotTaken) {
-  auto fc = std::make_shared<Linear>(3, 2);
+  auto fc = std::make_shared<LinearImpl>(3, 2);
   Tensor given = full({2, 3}, 7.0, TensorOptions().device(Device::cpu(2)));
   detail::ParameterCopies copies{{fc->weight.impl(), given}};
   detail::ReplicaParametersGuard guard(&copies);
@@ -47,7 +47,7 @@ TEST(ReplicaParametersGuard, ACopyOnAnotherDeviceIsNotTaken) {
 }
 
 TEST(ReplicaParametersGuard, OutsideTheGuardCloneCopies) {
-  auto fc = std::make_shared<Linear>(3, 2);
+  auto fc = std::make_shared<LinearImpl>(3, 2);
   Tensor given = full({2, 3}, 7.0, TensorOptions().device(Device::cpu(1)));
   detail::ParameterCopies copies{{fc->weight.impl(), given}};
   { detail::ReplicaParametersGuard guard(&copies); }

@@ -38,7 +38,7 @@ TEST(RnnBackendSelection, CpuInputNeverTakesTheCudnnPath) {
   c.hidden_size = 4;
   EXPECT_FALSE(native::cudnn_rnn_usable(c, zeros({5, 3})));
   EXPECT_FALSE(native::cudnn_rnn_usable(c, zeros({5, 3}, TensorOptions().device(Device::cpu(1)))));
-  nn::LSTM lstm(nn::LSTMOptions(3, 4).num_layers(2));
+  nn::LSTMImpl lstm(nn::LSTMOptions(3, 4).num_layers(2));
   auto [y, state] = lstm.forward(nn::utils::rnn::pack_sequence({randn({5, 3}), randn({2, 3})}));
   ASSERT_TRUE(y.data.grad_fn() != nullptr);
   EXPECT_EQ(y.data.grad_fn()->name(), "LSTMLayerBackward0");

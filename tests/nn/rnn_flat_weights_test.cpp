@@ -46,7 +46,7 @@ std::vector<float> flat_values(const Module& m) {
 }
 
 TEST(RnnFlatWeights, ParametersAreConsecutiveViewsOfOneBufferUnderPyTorchNames) {
-  LSTM lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
   const std::vector<std::string> want{
       "weight_ih_l0",         "weight_hh_l0",         "bias_ih_l0",         "bias_hh_l0",
       "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse",
@@ -64,13 +64,13 @@ TEST(RnnFlatWeights, ParametersAreConsecutiveViewsOfOneBufferUnderPyTorchNames) 
   EXPECT_EQ(ps[0].storage().num_bytes(), static_cast<size_t>(total) * sizeof(float));
   EXPECT_EQ(ps[1].storage_offset(), ps[0].storage_offset() + 16 * 3);
   // Without bias there are only the matrices, still one buffer.
-  GRU gru(GRUOptions(2, 3).bias(false).num_layers(2));
+  GRUImpl gru(GRUOptions(2, 3).bias(false).num_layers(2));
   EXPECT_EQ(names_of(gru), (std::vector<std::string>{"weight_ih_l0", "weight_hh_l0", "weight_ih_l1", "weight_hh_l1"}));
   EXPECT_TRUE(native::rnn_weights_are_flat(params_of(gru)));
 }
 
 TEST(RnnFlatWeights, WritesThroughOneParameterLandInTheBufferAndOthersAreUntouched) {
-  RNN rnn(RNNOptions(2, 3).num_layers(2));
+  RNNImpl rnn(RNNOptions(2, 3).num_layers(2));
   auto ps = params_of(rnn);
   const std::vector<float> before = flat_values(rnn);
   {
@@ -90,8 +90,8 @@ TEST(RnnFlatWeights, WritesThroughOneParameterLandInTheBufferAndOthersAreUntouch
 }
 
 TEST(RnnFlatWeights, StateDictRoundTripKeepsTheBufferAndValues) {
-  LSTM a(LSTMOptions(3, 4).num_layers(2));
-  LSTM b(LSTMOptions(3, 4).num_layers(2));
+  LSTMImpl a(LSTMOptions(3, 4).num_layers(2));
+  LSTMImpl b(LSTMOptions(3, 4).num_layers(2));
   const void* b_buffer = params_of(b)[0].storage().data();
   b.load_state_dict(a.state_dict());
   EXPECT_EQ(flat_values(a), flat_values(b));
@@ -100,7 +100,7 @@ TEST(RnnFlatWeights, StateDictRoundTripKeepsTheBufferAndValues) {
   // Through a safetensors file as well.
   const std::string path = "/tmp/ember_rnn_flat_" + std::to_string(::getpid()) + ".safetensors";
   save_safetensors(path, a.state_dict());
-  LSTM c(LSTMOptions(3, 4).num_layers(2));
+  LSTMImpl c(LSTMOptions(3, 4).num_layers(2));
   StateDict loaded;
   for (auto& [n, t] : load_safetensors(path)) loaded.emplace_back(n, t);
   std::remove(path.c_str());
@@ -110,7 +110,7 @@ TEST(RnnFlatWeights, StateDictRoundTripKeepsTheBufferAndValues) {
 }
 
 TEST(RnnFlatWeights, CloneHasItsOwnFlatBufferWithTheSameValues) {
-  GRU gru(GRUOptions(3, 2).num_layers(2).bidirectional(true));
+  GRUImpl gru(GRUOptions(3, 2).num_layers(2).bidirectional(true));
   auto copy = gru.clone_as();
   EXPECT_EQ(names_of(*copy), names_of(gru));
   EXPECT_EQ(flat_values(*copy), flat_values(gru));
@@ -127,9 +127,9 @@ TEST(RnnFlatWeights, CloneHasItsOwnFlatBufferWithTheSameValues) {
 
 // A user's model holding an LSTM, as DataParallel replicates it: the clone's LSTM is flat too.
 struct Holder : Cloneable<Holder> {
-  std::shared_ptr<LSTM> lstm;
+  std::shared_ptr<LSTMImpl> lstm;
   Holder() { reset(); }
-  void reset() override { lstm = register_module("lstm", std::make_shared<LSTM>(LSTMOptions(2, 3).num_layers(2))); }
+  void reset() override { lstm = register_module("lstm", std::make_shared<LSTMImpl>(LSTMOptions(2, 3).num_layers(2))); }
 };
 
 TEST(RnnFlatWeights, AChildOfAClonedModuleIsFlatToo) {
@@ -146,7 +146,7 @@ TEST(RnnFlatWeights, AChildOfAClonedModuleIsFlatToo) {
 }
 
 TEST(RnnFlatWeights, ToDtypeAndToDeviceReflattenInPlaceOfTheSameHandles) {
-  LSTM lstm(LSTMOptions(2, 3).num_layers(2));
+  LSTMImpl lstm(LSTMOptions(2, 3).num_layers(2));
   const std::vector<Tensor> handles = params_of(lstm);  // what an optimizer would hold
   const std::vector<float> values = flat_values(lstm);
   lstm.to(kFloat64);
@@ -165,7 +165,7 @@ TEST(RnnFlatWeights, ToDtypeAndToDeviceReflattenInPlaceOfTheSameHandles) {
 
 TEST(RnnFlatWeights, OptimizerStepUpdatesTheFlatBuffer) {
   manual_seed(3);
-  LSTM lstm(LSTMOptions(2, 3).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(2, 3).num_layers(2).bidirectional(true));
   optim::SGD opt(lstm.parameters(), optim::SGDOptions(0.5));
   const std::vector<float> before = flat_values(lstm);
   auto [y, st] = lstm.forward(randn({5, 2, 2}));
@@ -183,7 +183,7 @@ TEST(RnnFlatWeights, OptimizerStepUpdatesTheFlatBuffer) {
 }
 
 TEST(RnnFlatWeights, AReplacedParameterBreaksFlatnessAndFlattenParametersRestoresIt) {
-  LSTM lstm(LSTMOptions(2, 3));
+  LSTMImpl lstm(LSTMOptions(2, 3));
   Tensor x = randn({4, 1, 2});
   auto [y_before, s0] = lstm.forward(x);
   {
@@ -208,7 +208,7 @@ TEST(RnnFlatWeights, GateOffsetsOfTheConcatenation) {
 }
 
 TEST(RnnFlatWeights, PackAndUnpackRoundTripInTheConcatenatedLayout) {
-  LSTM lstm(LSTMOptions(3, 2).num_layers(2));
+  LSTMImpl lstm(LSTMOptions(3, 2).num_layers(2));
   const auto ps = params_of(lstm);
   const auto offs = native::rnn_gate_offsets(ps, 4);
   int64_t total = 0;
@@ -226,7 +226,7 @@ TEST(RnnFlatWeights, PackAndUnpackRoundTripInTheConcatenatedLayout) {
 
 TEST(RnnFlatWeights, PackAndUnpackFollowAForeignLayout) {
   // A layout unlike ember's: gate blocks in reverse order, with a gap, in a larger space.
-  GRU gru(GRUOptions(2, 2));
+  GRUImpl gru(GRUOptions(2, 2));
   const auto ps = params_of(gru);  // w_ih [6, 2], w_hh [6, 2], b_ih [6], b_hh [6]
   const int64_t G = 3;
   std::vector<int64_t> offs;

@@ -85,8 +85,8 @@ void run_ember(const Case& c, std::vector<std::pair<std::string, Tensor>>& input
 
   auto packed = pack_padded_sequence(x, c.lengths, c.batch_first, /*enforce_sorted=*/false);
   Tensor out_padded, lens, h_n, c_n;
-  if constexpr (std::is_same_v<M, LSTM>) {
-    auto [out, st] = c.has_h0 ? m.forward(packed, LSTM::State{h0, c0}) : m.forward(packed);
+  if constexpr (std::is_same_v<M, LSTMImpl>) {
+    auto [out, st] = c.has_h0 ? m.forward(packed, LSTMImpl::State{h0, c0}) : m.forward(packed);
     std::tie(out_padded, lens) = pad_packed_sequence(out, c.batch_first, 0.0, c.total_length);
     h_n = std::get<0>(st);
     c_n = std::get<1>(st);
@@ -145,11 +145,11 @@ TEST(RNNParity, MatchesPyTorchOutputsStatesAndGradients) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const Case& c = cases[i];
     if (c.mode == Mode::kLstm) {
-      run_ember<LSTM, LSTMOptions>(c, inputs, ours);
+      run_ember<LSTMImpl, LSTMOptions>(c, inputs, ours);
     } else if (c.mode == Mode::kGru) {
-      run_ember<GRU, GRUOptions>(c, inputs, ours);
+      run_ember<GRUImpl, GRUOptions>(c, inputs, ours);
     } else {
-      run_ember<RNN, RNNOptions>(c, inputs, ours);
+      run_ember<RNNImpl, RNNOptions>(c, inputs, ours);
     }
     if (i > 0) cases_json.append(", ");
     cases_json.append(case_json(c));

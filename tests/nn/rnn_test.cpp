@@ -115,8 +115,8 @@ RefOut run_packed(M& m, const Tensor& x, const std::vector<int64_t>& lengths, co
                   int64_t total_length) {
   auto packed = pack_padded_sequence(x, lengths, false, /*enforce_sorted=*/false);
   RefOut r;
-  if constexpr (std::is_same_v<M, LSTM>) {
-    auto [out, state] = m.forward(packed, LSTM::State{h0, c0});
+  if constexpr (std::is_same_v<M, LSTMImpl>) {
+    auto [out, state] = m.forward(packed, LSTMImpl::State{h0, c0});
     r.output = std::get<0>(pad_packed_sequence(out, false, 0.0, total_length));
     r.h_n = std::get<0>(state);
     r.c_n = std::get<1>(state);
@@ -194,11 +194,11 @@ TEST(RNNModules, MatchPlainReferenceValuesAndGradients) {
   };
   for (const Case& c : cases) {
     if (c.mode == Mode::kLstm) {
-      check_against_reference<LSTM, LSTMOptions>(c);
+      check_against_reference<LSTMImpl, LSTMOptions>(c);
     } else if (c.mode == Mode::kGru) {
-      check_against_reference<GRU, GRUOptions>(c);
+      check_against_reference<GRUImpl, GRUOptions>(c);
     } else {
-      check_against_reference<RNN, RNNOptions>(c);
+      check_against_reference<RNNImpl, RNNOptions>(c);
     }
   }
 }
@@ -252,11 +252,11 @@ void check_float32_against_float64(const Case& c) {
 
 TEST(RNNModules, Float32LayersMatchFloat64OnLongPackedSequences) {
   manual_seed(3);
-  check_float32_against_float64<LSTM, LSTMOptions>({"lstm 2 layers bidirectional", Mode::kLstm, 2, true, true});
-  check_float32_against_float64<LSTM, LSTMOptions>({"lstm no bias", Mode::kLstm, 1, false, false});
-  check_float32_against_float64<GRU, GRUOptions>({"gru 2 layers bidirectional", Mode::kGru, 2, true, true});
-  check_float32_against_float64<GRU, GRUOptions>({"gru no bias", Mode::kGru, 1, false, false});
-  check_float32_against_float64<RNN, RNNOptions>({"rnn tanh bidirectional", Mode::kRnnTanh, 1, true, true});
+  check_float32_against_float64<LSTMImpl, LSTMOptions>({"lstm 2 layers bidirectional", Mode::kLstm, 2, true, true});
+  check_float32_against_float64<LSTMImpl, LSTMOptions>({"lstm no bias", Mode::kLstm, 1, false, false});
+  check_float32_against_float64<GRUImpl, GRUOptions>({"gru 2 layers bidirectional", Mode::kGru, 2, true, true});
+  check_float32_against_float64<GRUImpl, GRUOptions>({"gru no bias", Mode::kGru, 1, false, false});
+  check_float32_against_float64<RNNImpl, RNNOptions>({"rnn tanh bidirectional", Mode::kRnnTanh, 1, true, true});
 }
 
 // gradcheck over the input, the states and every weight, through pack -> module -> pad.
@@ -285,14 +285,14 @@ void gradcheck_module(const Case& c) {
 
 TEST(RNNModules, GradcheckPackedBidirectionalTwoLayers) {
   manual_seed(2);
-  gradcheck_module<LSTM, LSTMOptions>({"lstm", Mode::kLstm, 2, true, true});
-  gradcheck_module<GRU, GRUOptions>({"gru", Mode::kGru, 2, true, true});
-  gradcheck_module<RNN, RNNOptions>({"rnn tanh", Mode::kRnnTanh, 2, true, true});
-  gradcheck_module<RNN, RNNOptions>({"rnn relu", Mode::kRnnRelu, 1, true, false});
+  gradcheck_module<LSTMImpl, LSTMOptions>({"lstm", Mode::kLstm, 2, true, true});
+  gradcheck_module<GRUImpl, GRUOptions>({"gru", Mode::kGru, 2, true, true});
+  gradcheck_module<RNNImpl, RNNOptions>({"rnn tanh", Mode::kRnnTanh, 2, true, true});
+  gradcheck_module<RNNImpl, RNNOptions>({"rnn relu", Mode::kRnnRelu, 1, true, false});
 }
 
 TEST(RNNModules, ParameterNamesShapesAndOrderFollowPyTorch) {
-  LSTM lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
   std::vector<std::pair<std::string, IntList>> expect{
       {"weight_ih_l0", {16, 3}},         {"weight_hh_l0", {16, 4}},         {"bias_ih_l0", {16}},
       {"bias_hh_l0", {16}},              {"weight_ih_l0_reverse", {16, 3}}, {"weight_hh_l0_reverse", {16, 4}},
@@ -307,18 +307,18 @@ TEST(RNNModules, ParameterNamesShapesAndOrderFollowPyTorch) {
     EXPECT_EQ(named[i].second.sizes(), expect[i].second) << expect[i].first;
     EXPECT_TRUE(named[i].second.requires_grad());
   }
-  GRU gru(GRUOptions(5, 6).bias(false));
+  GRUImpl gru(GRUOptions(5, 6).bias(false));
   auto g = gru.named_parameters();
   ASSERT_EQ(g.size(), 2u);
   EXPECT_EQ(g[0].first, "weight_ih_l0");
   EXPECT_EQ(g[0].second.sizes(), (IntList{18, 5}));
   EXPECT_EQ(g[1].second.sizes(), (IntList{18, 6}));
-  RNN rnn(2, 3);
+  RNNImpl rnn(2, 3);
   EXPECT_EQ(rnn.named_parameters()[0].second.sizes(), (IntList{3, 2}));
 }
 
 TEST(RNNModules, DefaultInitIsUniformWithinOneOverSqrtHidden) {
-  LSTM lstm(LSTMOptions(10, 16).num_layers(2));
+  LSTMImpl lstm(LSTMOptions(10, 16).num_layers(2));
   const double bound = 1.0 / 4.0;
   double lo = 1, hi = -1;
   for (const Tensor& p : lstm.parameters()) {
@@ -333,7 +333,7 @@ TEST(RNNModules, DefaultInitIsUniformWithinOneOverSqrtHidden) {
 }
 
 TEST(RNNModules, CloneCopiesValuesWithoutDrawingRandomNumbers) {
-  LSTM lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
   manual_seed(5);
   auto copy = lstm.clone_as();
   Tensor after_clone = rand({4});
@@ -351,7 +351,7 @@ TEST(RNNModules, CloneCopiesValuesWithoutDrawingRandomNumbers) {
   manual_seed(6);
   {
     detail::SkipInitGuard skip;
-    GRU gru(GRUOptions(3, 4));
+    GRUImpl gru(GRUOptions(3, 4));
   }
   Tensor r1 = rand({4});
   manual_seed(6);
@@ -360,7 +360,7 @@ TEST(RNNModules, CloneCopiesValuesWithoutDrawingRandomNumbers) {
 
 TEST(RNNModules, PackedMatchesPaddedForEqualLengthsAndValidSteps) {
   manual_seed(3);
-  LSTM lstm(LSTMOptions(3, 5).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(3, 5).num_layers(2).bidirectional(true));
   Tensor x = randn({6, 4, 3});
   auto [out_pad, st_pad] = lstm.forward(x);
   auto packed = pack_padded_sequence(x, std::vector<int64_t>{6, 6, 6, 6});
@@ -370,7 +370,7 @@ TEST(RNNModules, PackedMatchesPaddedForEqualLengthsAndValidSteps) {
   EXPECT_LT(max_abs_diff(std::get<1>(st_pk), std::get<1>(st_pad)), 1e-6);
 
   // Unidirectional: the padded run agrees with the packed one on every valid step.
-  GRU gru(GRUOptions(3, 5));
+  GRUImpl gru(GRUOptions(3, 5));
   std::vector<int64_t> lengths{6, 4, 4, 1};
   auto [g_pad, h_pad] = gru.forward(x);
   auto [g_pk, h_pk] = gru.forward(pack_padded_sequence(x, lengths));
@@ -390,16 +390,16 @@ TEST(RNNModules, PackedMatchesPaddedForEqualLengthsAndValidSteps) {
 
 TEST(RNNModules, EnforceSortedFalseMatchesManuallySortedBatch) {
   manual_seed(4);
-  LSTM lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
   Tensor x = randn({5, 4, 3}), h0 = randn({4, 4, 4}), c0 = randn({4, 4, 4});
   std::vector<int64_t> lengths{2, 5, 3, 4};
-  auto [out, st] = lstm.forward(pack_padded_sequence(x, lengths, false, false), LSTM::State{h0, c0});
+  auto [out, st] = lstm.forward(pack_padded_sequence(x, lengths, false, false), LSTMImpl::State{h0, c0});
   auto [padded, lens] = pad_packed_sequence(out);
   EXPECT_EQ(lens.to_vector<int64_t>(), lengths);
 
   Tensor order = from_vector<int64_t>({1, 3, 2, 0});
   auto [out_s, st_s] = lstm.forward(pack_padded_sequence(native::index_select(x, 1, order), std::vector<int64_t>{5, 4, 3, 2}),
-                                    LSTM::State{native::index_select(h0, 1, order), native::index_select(c0, 1, order)});
+                                    LSTMImpl::State{native::index_select(h0, 1, order), native::index_select(c0, 1, order)});
   Tensor padded_s = std::get<0>(pad_packed_sequence(out_s));
   EXPECT_LT(max_abs_diff(native::index_select(padded, 1, order), padded_s), 1e-6);
   EXPECT_LT(max_abs_diff(native::index_select(std::get<0>(st), 1, order), std::get<0>(st_s)), 1e-6);
@@ -408,8 +408,8 @@ TEST(RNNModules, EnforceSortedFalseMatchesManuallySortedBatch) {
 
 TEST(RNNModules, BatchFirstAndUnbatchedAgreeWithTimeMajor) {
   manual_seed(7);
-  GRU tm(GRUOptions(3, 4).num_layers(2));
-  GRU bf(GRUOptions(3, 4).num_layers(2).batch_first(true));
+  GRUImpl tm(GRUOptions(3, 4).num_layers(2));
+  GRUImpl bf(GRUOptions(3, 4).num_layers(2).batch_first(true));
   bf.load_state_dict(tm.state_dict());
   Tensor x = randn({5, 2, 3}), h0 = randn({2, 2, 4});
   auto [y_tm, h_tm] = tm.forward(x, h0);
@@ -427,7 +427,7 @@ TEST(RNNModules, BatchFirstAndUnbatchedAgreeWithTimeMajor) {
 
 TEST(RNNModules, ThreadCountDoesNotChangeResults) {
   manual_seed(8);
-  LSTM lstm(LSTMOptions(16, 64).num_layers(2));
+  LSTMImpl lstm(LSTMOptions(16, 64).num_layers(2));
   Tensor x = randn({12, 32, 16});
   std::vector<int64_t> lengths;
   for (int64_t b = 0; b < 32; ++b) lengths.push_back(1 + (b * 7) % 12);
@@ -452,7 +452,7 @@ TEST(RNNModules, ThreadCountDoesNotChangeResults) {
 // makes (outputs, default states, saved buffers, gradients) must live on the input's device.
 TEST(RNNModules, StaysOnTheInputsLogicalCpuDevice) {
   const Device dev = Device::cpu(1);
-  LSTM lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  LSTMImpl lstm(LSTMOptions(3, 4).num_layers(2).bidirectional(true));
   lstm.to(dev);
   Tensor x = native::to(randn({5, 3, 3}), dev);
   x.requires_grad_(true);
@@ -466,7 +466,7 @@ TEST(RNNModules, StaysOnTheInputsLogicalCpuDevice) {
   add(sum(padded), sum(std::get<1>(st))).backward();
   EXPECT_EQ(x.grad().device(), dev);
   for (const Tensor& p : lstm.parameters()) EXPECT_EQ(p.grad().device(), dev);
-  GRU gru(3, 4);
+  GRUImpl gru(3, 4);
   gru.to(dev);
   auto [y, h] = gru.forward(native::to(randn({2, 3, 3}), dev));
   EXPECT_EQ(y.device(), dev);
@@ -475,7 +475,7 @@ TEST(RNNModules, StaysOnTheInputsLogicalCpuDevice) {
 
 TEST(RNNModules, DropoutOnlyBetweenLayersAndOnlyWhileTraining) {
   manual_seed(9);
-  LSTM lstm(LSTMOptions(3, 8).num_layers(2).dropout(0.5));
+  LSTMImpl lstm(LSTMOptions(3, 8).num_layers(2).dropout(0.5));
   Tensor x = randn({4, 2, 3});
   lstm.eval();
   auto a = std::get<0>(lstm.forward(x)), b = std::get<0>(lstm.forward(x));
@@ -484,12 +484,12 @@ TEST(RNNModules, DropoutOnlyBetweenLayersAndOnlyWhileTraining) {
   auto c = std::get<0>(lstm.forward(x)), d = std::get<0>(lstm.forward(x));
   EXPECT_GT(max_abs_diff(c, d), 1e-4);
   // One layer: there is no "between", so dropout changes nothing.
-  LSTM one(LSTMOptions(3, 8).dropout(0.5));
+  LSTMImpl one(LSTMOptions(3, 8).dropout(0.5));
   EXPECT_EQ(max_abs_diff(std::get<0>(one.forward(x)), std::get<0>(one.forward(x))), 0.0);
 }
 
 TEST(RNNModules, RetainGraphAllowsASecondBackwardAndWithoutItIsAnError) {
-  LSTM lstm(3, 4);
+  LSTMImpl lstm(3, 4);
   Tensor x = randn({3, 2, 3});
   auto [y, st] = lstm.forward(x);
   Tensor loss = sum(y);
@@ -504,7 +504,7 @@ TEST(RNNModules, RetainGraphAllowsASecondBackwardAndWithoutItIsAnError) {
 // Regression (issue 20): a backward through a freed LSTM layer said "in backward of
 // LSTMLayerBackward0: LSTMLayerBackward0: trying to backward ...".
 TEST(RNNModules, FreedLayerErrorNamesTheNodeOnce) {
-  LSTM lstm(3, 4);
+  LSTMImpl lstm(3, 4);
   auto [y, st] = lstm.forward(randn({3, 2, 3}));
   const Tensor h_n = std::get<0>(st);  // one layer: the layer node's own output
   sum(h_n).backward();                 // frees the layer's saved tensors
@@ -515,7 +515,7 @@ TEST(RNNModules, FreedLayerErrorNamesTheNodeOnce) {
 }
 
 TEST(RNNModules, ModifyingAWeightBeforeBackwardIsDetected) {
-  LSTM lstm(3, 4);
+  LSTMImpl lstm(3, 4);
   auto [y, st] = lstm.forward(randn({3, 2, 3}));
   {
     NoGradGuard g;
@@ -526,35 +526,35 @@ TEST(RNNModules, ModifyingAWeightBeforeBackwardIsDetected) {
 }
 
 TEST(RNNModules, ErrorsNameWhatWasExpected) {
-  LSTM lstm(3, 4);
+  LSTMImpl lstm(3, 4);
   EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 5})); }),
               HasSubstr("input.size(-1) must be equal to input_size. Expected 3, got 5"));
-  EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 3}), LSTM::State{zeros({1, 3, 5}), zeros({1, 3, 4})}); }),
+  EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 3}), LSTMImpl::State{zeros({1, 3, 5}), zeros({1, 3, 4})}); }),
               HasSubstr("Expected hidden[0] size (1, 3, 4), got [1, 3, 5]"));
-  EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 3}), LSTM::State{zeros({1, 3, 4}), zeros({1, 2, 4})}); }),
+  EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 3}), LSTMImpl::State{zeros({1, 3, 4}), zeros({1, 2, 4})}); }),
               HasSubstr("Expected hidden[1] size (1, 3, 4), got [1, 2, 4]"));
-  EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 3}), LSTM::State{zeros({1, 3, 4}), Tensor()}); }),
+  EXPECT_THAT(error_of([&] { lstm.forward(zeros({2, 3, 3}), LSTMImpl::State{zeros({1, 3, 4}), Tensor()}); }),
               HasSubstr("expected both h0 and c0"));
-  GRU gru(3, 4);
+  GRUImpl gru(3, 4);
   EXPECT_THAT(error_of([&] { gru.forward(zeros({2, 3, 3}), zeros({1, 2, 4})); }),
               HasSubstr("Expected hidden size (1, 3, 4), got [1, 2, 4]"));
   EXPECT_THAT(error_of([&] { gru.forward(zeros({2, 3, 3, 3})); }), HasSubstr("GRU: Expected input to be 2D or 3D, got 4D"));
   EXPECT_THAT(error_of([&] { gru.forward(zeros({2, 3}), zeros({1, 2, 4})); }),
               HasSubstr("For unbatched 2-D input, hx should also be 2-D but got 3-D tensor"));
   EXPECT_THAT(error_of([&] { gru.forward(zeros({2, 3, 3}, kFloat64)); }), HasSubstr("but a parameter is float32"));
-  EXPECT_THAT(error_of([] { RNN(RNNOptions(3, 4).nonlinearity("gelu")); }),
+  EXPECT_THAT(error_of([] { RNNImpl(RNNOptions(3, 4).nonlinearity("gelu")); }),
               HasSubstr("Unknown nonlinearity 'gelu'. Select from 'tanh' or 'relu'."));
-  EXPECT_THROW(LSTM(LSTMOptions(3, 4).dropout(1.5)), ValueError);
-  EXPECT_THROW(LSTM(LSTMOptions(3, 0)), ValueError);
-  EXPECT_THROW(LSTM(LSTMOptions(3, 4).num_layers(0)), ValueError);
+  EXPECT_THROW(LSTMImpl(LSTMOptions(3, 4).dropout(1.5)), ValueError);
+  EXPECT_THROW(LSTMImpl(LSTMOptions(3, 0)), ValueError);
+  EXPECT_THROW(LSTMImpl(LSTMOptions(3, 4).num_layers(0)), ValueError);
 }
 
 TEST(RNNModules, PrettyPrintLikePyTorch) {
   std::ostringstream os;
-  LSTM(LSTMOptions(32, 256).num_layers(2).batch_first(true)).pretty_print(os);
+  LSTMImpl(LSTMOptions(32, 256).num_layers(2).batch_first(true)).pretty_print(os);
   EXPECT_EQ(os.str(), "LSTM(32, 256, num_layers=2, batch_first=True)");
   std::ostringstream os2;
-  GRU(GRUOptions(3, 4).bias(false).bidirectional(true)).pretty_print(os2);
+  GRUImpl(GRUOptions(3, 4).bias(false).bidirectional(true)).pretty_print(os2);
   EXPECT_EQ(os2.str(), "GRU(3, 4, bias=False, bidirectional=True)");
 }
 

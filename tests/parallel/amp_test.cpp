@@ -58,7 +58,7 @@ std::vector<RankLog> run_ranks(bool sync, int poisoned_rank, int poisoned_step) 
       RankLog& log = logs[static_cast<size_t>(r)];
       try {
         manual_seed(11);  // both ranks' generators are seeded alike; each builds its own model
-        nn::Linear fc(3, 2);
+        nn::LinearImpl fc(3, 2);
         optim::SGD sgd(fc.parameters(), optim::SGDOptions(0.1));
         optim::GradScalerOptions so;
         if (sync) so.found_inf_sync = all_reduce_found_inf(groups[static_cast<size_t>(r)]);
@@ -114,8 +114,8 @@ TEST(GradScalerAcrossRanks, NullGroupIsAValueError) {
 
 TEST(DataParallelAutocast, ReplicasRunUnderTheCallersAutocast) {
   manual_seed(5);
-  auto fc = std::make_shared<nn::Linear>(3, 2);
-  DataParallel<nn::Linear> dp(fc, {Device::cpu(0), Device::cpu(1)});
+  auto fc = std::make_shared<nn::LinearImpl>(3, 2);
+  DataParallel<nn::LinearImpl> dp(fc, {Device::cpu(0), Device::cpu(1)});
   const Tensor x = randn({6, 3});
   Tensor y;
   {

@@ -229,8 +229,8 @@ class TiedLm : public nn::Cloneable<TiedLm> {
  public:
   explicit TiedLm(bool tie_in_reset) : nn::Cloneable<TiedLm>("TiedLm"), tie_in_reset_(tie_in_reset) { reset(); }
   void reset() override {
-    encoder = register_module("encoder", std::make_shared<nn::Embedding>(7, 4));
-    decoder = register_module("decoder", std::make_shared<nn::Linear>(4, 7));
+    encoder = register_module("encoder", std::make_shared<nn::EmbeddingImpl>(7, 4));
+    decoder = register_module("decoder", std::make_shared<nn::LinearImpl>(4, 7));
     if (tie_in_reset_) tie();
   }
   void tie() {
@@ -239,8 +239,8 @@ class TiedLm : public nn::Cloneable<TiedLm> {
   }
   Tensor forward(const Tensor& ids) { return decoder->forward(tanh(encoder->forward(ids))); }
 
-  std::shared_ptr<nn::Embedding> encoder;
-  std::shared_ptr<nn::Linear> decoder;
+  std::shared_ptr<nn::EmbeddingImpl> encoder;
+  std::shared_ptr<nn::LinearImpl> decoder;
 
  private:
   bool tie_in_reset_;

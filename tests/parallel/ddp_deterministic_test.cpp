@@ -31,11 +31,11 @@ constexpr int kShards = 8;
 constexpr int64_t kShardRows = 5;
 
 struct Net : nn::Cloneable<Net> {
-  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::LinearImpl> fc1, fc2;
   Net() : Cloneable("Net") { reset(); }
   void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 32));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(32, 3));
+    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 32));
+    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(32, 3));
   }
   Tensor forward(const Tensor& x) { return fc2->forward(tanh(fc1->forward(x))); }
 };

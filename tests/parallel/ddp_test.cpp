@@ -30,12 +30,12 @@ namespace {
 
 struct Net : nn::Cloneable<Net> {
   bool use_extra = true;
-  std::shared_ptr<nn::Linear> fc1, fc2, extra;
+  std::shared_ptr<nn::LinearImpl> fc1, fc2, extra;
   Net() : Cloneable("Net") { reset(); }
   void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 16));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
-    extra = register_module("extra", std::make_shared<nn::Linear>(16, 3));
+    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 16));
+    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(16, 3));
+    extra = register_module("extra", std::make_shared<nn::LinearImpl>(16, 3));
   }
   Tensor forward(const Tensor& x) {
     Tensor h = tanh(fc1->forward(x));
@@ -390,13 +390,13 @@ TEST(Ddp, FindUnusedParametersMakesItWork) {
 
 // A forward returning std::vector<Tensor> (fc2's and extra's heads).
 struct VectorNet : nn::Cloneable<VectorNet> {
-  std::shared_ptr<nn::Linear> fc1, fc2, extra, unused;
+  std::shared_ptr<nn::LinearImpl> fc1, fc2, extra, unused;
   VectorNet() : Cloneable("VectorNet") { reset(); }
   void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 16));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
-    extra = register_module("extra", std::make_shared<nn::Linear>(16, 3));
-    unused = register_module("unused", std::make_shared<nn::Linear>(16, 3));
+    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 16));
+    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(16, 3));
+    extra = register_module("extra", std::make_shared<nn::LinearImpl>(16, 3));
+    unused = register_module("unused", std::make_shared<nn::LinearImpl>(16, 3));
   }
   std::vector<Tensor> forward(const Tensor& x) {
     Tensor h = tanh(fc1->forward(x));
@@ -637,28 +637,28 @@ namespace {
 
 /// Embedding -> tanh -> Linear decoder sharing the embedding's weight (tied after construction).
 struct TiedLm : nn::Cloneable<TiedLm> {
-  std::shared_ptr<nn::Embedding> encoder;
-  std::shared_ptr<nn::Linear> decoder;
+  std::shared_ptr<nn::EmbeddingImpl> encoder;
+  std::shared_ptr<nn::LinearImpl> decoder;
   TiedLm() : Cloneable("TiedLm") {
     reset();
     decoder->weight = encoder->weight;
     *decoder->find_parameter("weight") = encoder->weight;
   }
   void reset() override {
-    encoder = register_module("encoder", std::make_shared<nn::Embedding>(9, 5));
-    decoder = register_module("decoder", std::make_shared<nn::Linear>(5, 9));
+    encoder = register_module("encoder", std::make_shared<nn::EmbeddingImpl>(9, 5));
+    decoder = register_module("decoder", std::make_shared<nn::LinearImpl>(5, 9));
   }
   Tensor forward(const Tensor& ids) { return decoder->forward(tanh(encoder->forward(ids))); }
 };
 
 /// `head` is registered first but applied last; `body` is applied twice; `unused` never.
 struct TwiceNet : nn::Cloneable<TwiceNet> {
-  std::shared_ptr<nn::Linear> head, body, unused;
+  std::shared_ptr<nn::LinearImpl> head, body, unused;
   TwiceNet() : Cloneable("TwiceNet") { reset(); }
   void reset() override {
-    head = register_module("head", std::make_shared<nn::Linear>(6, 3));
-    body = register_module("body", std::make_shared<nn::Linear>(6, 6));
-    unused = register_module("unused", std::make_shared<nn::Linear>(6, 3));
+    head = register_module("head", std::make_shared<nn::LinearImpl>(6, 3));
+    body = register_module("body", std::make_shared<nn::LinearImpl>(6, 6));
+    unused = register_module("unused", std::make_shared<nn::LinearImpl>(6, 3));
   }
   Tensor forward(const Tensor& x) { return head->forward(tanh(body->forward(tanh(body->forward(x))))); }
 };

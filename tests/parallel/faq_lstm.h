@@ -50,8 +50,8 @@ class PackedLstm : public nn::Cloneable<PackedLstm> {
     reset();
   }
   void reset() override {
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(3, 5).num_layers(2).batch_first(batch_first_)));
-    head = register_module("head", std::make_shared<nn::Linear>(5, 2));
+    lstm = register_module("lstm", std::make_shared<nn::LSTMImpl>(nn::LSTMOptions(3, 5).num_layers(2).batch_first(batch_first_)));
+    head = register_module("head", std::make_shared<nn::LinearImpl>(5, 2));
   }
   Tensor forward(const Tensor& padded_input, const Tensor& input_lengths) {
     namespace rnn = nn::utils::rnn;
@@ -63,8 +63,8 @@ class PackedLstm : public nn::Cloneable<PackedLstm> {
     Tensor output = rnn::pad_packed_sequence(packed_output, batch_first_, 0.0, pad_to).first;
     return head->forward(output);
   }
-  std::shared_ptr<nn::LSTM> lstm;
-  std::shared_ptr<nn::Linear> head;
+  std::shared_ptr<nn::LSTMImpl> lstm;
+  std::shared_ptr<nn::LinearImpl> head;
 
  private:
   bool batch_first_;

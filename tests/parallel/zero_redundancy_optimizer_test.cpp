@@ -24,13 +24,13 @@ namespace ember::parallel {
 namespace {
 
 struct Mlp : nn::Cloneable<Mlp> {
-  std::shared_ptr<nn::Linear> a, b, c, d;
+  std::shared_ptr<nn::LinearImpl> a, b, c, d;
   Mlp() : Cloneable("Mlp") { reset(); }
   void reset() override {
-    a = register_module("a", std::make_shared<nn::Linear>(8, 32));
-    b = register_module("b", std::make_shared<nn::Linear>(32, 32));
-    c = register_module("c", std::make_shared<nn::Linear>(32, 32));
-    d = register_module("d", std::make_shared<nn::Linear>(32, 4));
+    a = register_module("a", std::make_shared<nn::LinearImpl>(8, 32));
+    b = register_module("b", std::make_shared<nn::LinearImpl>(32, 32));
+    c = register_module("c", std::make_shared<nn::LinearImpl>(32, 32));
+    d = register_module("d", std::make_shared<nn::LinearImpl>(32, 4));
   }
   Tensor forward(const Tensor& x) { return d->forward(tanh(c->forward(tanh(b->forward(tanh(a->forward(x))))))); }
 };

@@ -36,10 +36,10 @@ struct FaqModel {
   /// generator.
   FaqModel(int64_t vocab, int64_t embed, int64_t hidden, int64_t num_layers, double dropout = 0.0,
            std::optional<int64_t> padding_idx = std::nullopt)
-      : emb(std::make_shared<nn::Embedding>(vocab, embed, padding_idx)),
-        lstm(std::make_shared<nn::LSTM>(
+      : emb(std::make_shared<nn::EmbeddingImpl>(vocab, embed, padding_idx)),
+        lstm(std::make_shared<nn::LSTMImpl>(
             nn::LSTMOptions(embed, hidden).num_layers(num_layers).dropout(dropout).batch_first(true))),
-        lin(std::make_shared<nn::Linear>(hidden, vocab)),
+        lin(std::make_shared<nn::LinearImpl>(hidden, vocab)),
         vocab(vocab) {}
 
   std::vector<Tensor> parameters() const {
@@ -81,9 +81,9 @@ struct FaqModel {
     return loss;
   }
 
-  std::shared_ptr<nn::Embedding> emb;
-  std::shared_ptr<nn::LSTM> lstm;
-  std::shared_ptr<nn::Linear> lin;
+  std::shared_ptr<nn::EmbeddingImpl> emb;
+  std::shared_ptr<nn::LSTMImpl> lstm;
+  std::shared_ptr<nn::LinearImpl> lin;
   int64_t vocab;
 
  private:

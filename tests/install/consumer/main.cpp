@@ -2,6 +2,7 @@
 // and run by install_consumer_test: every line of the README's block is here (the test checks
 // that), so if this stops compiling, linking or running, the README is wrong. The process
 // group is one rank: run_install_test.cmake gives it the environment, or ember-run does.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -12,34 +13,27 @@
 #include "nn/rnn.h"
 
 using namespace ember;
+namespace F = ember::nn::functional;
 namespace rnn = ember::nn::utils::rnn;
 
 // The PyTorch FAQ's module: pack -> LSTM -> unpack with total_length, under DataParallel.
-struct MyModule : nn::Cloneable<MyModule> {
-  std::shared_ptr<nn::Embedding> emb; std::shared_ptr<nn::LSTM> lstm; std::shared_ptr<nn::Linear> fc;
-  MyModule() : Cloneable("MyModule") { reset(); }
+struct MyModuleImpl : nn::Cloneable<MyModuleImpl> {
+  nn::Embedding emb{nullptr}; nn::LSTM lstm{nullptr}; nn::Linear fc{nullptr};
+  MyModuleImpl() { reset(); }
   void reset() override {
-    emb  = register_module("emb", std::make_shared<nn::Embedding>(257, 32, /*padding_idx=*/0));
-    lstm = register_module("lstm", std::make_shared<nn::LSTM>(nn::LSTMOptions(32, 128)));
-    fc   = register_module("fc", std::make_shared<nn::Linear>(128, 6));
+    emb  = register_module("emb", nn::Embedding(257, 32, /*padding_idx=*/0));
+    lstm = register_module("lstm", nn::LSTM(nn::LSTMOptions(32, 128)));
+    fc   = register_module("fc", nn::Linear(128, 6));
   }
   // padded: [T, B] int64 tokens; lengths: [B] int64. Returns [T, B, 6].
   Tensor forward(const Tensor& padded, const Tensor& lengths) {
-    auto packed = rnn::pack_padded_sequence(emb->forward(padded), lengths, false, /*enforce_sorted=*/false);
+    auto packed = rnn::pack_padded_sequence(emb(padded), lengths, false, /*enforce_sorted=*/false);
     auto [out, state] = lstm->forward(packed);
     auto [unpacked, lens] = rnn::pad_packed_sequence(out, false, 0.0, /*total_length=*/padded.size(0));
-    return fc->forward(unpacked);
+    return fc(unpacked);
   }
 };
-
-// LibTorch's spelling (EMBER_MODULE holder).
-struct NetImpl : nn::Cloneable<NetImpl> {
-  std::shared_ptr<nn::Linear> fc;
-  NetImpl() { reset(); }
-  void reset() override { fc = register_module("fc", std::make_shared<nn::Linear>(32, 2)); }
-  Tensor forward(const Tensor& in) { return fc->forward(in).log_softmax(1); }
-};
-EMBER_MODULE(Net);
+EMBER_MODULE(MyModule);
 
 #define EXPECT(cond)                                              \
   do {                                                            \
@@ -63,12 +57,28 @@ int main() {
   // DataParallel: [T x B] input scattered on dim 1, its [B] lengths on dim 0, in one call
   Tensor padded = randint(1, 257, {7, 4});
   Tensor lengths = from_vector<int64_t>({7, 3, 5, 2});
-  auto model = std::make_shared<MyModule>();
-  parallel::DataParallel<MyModule> dp(model, {Device("cpu:0"), Device("cpu:1")}, std::nullopt, /*dim=*/1);
+  Tensor labels = randint(0, 6, {28});
+  MyModule model;
+  parallel::DataParallel<MyModuleImpl> dp(model, {Device("cpu:0"), Device("cpu:1")}, std::nullopt, /*dim=*/1);
   dp.scatter_dims({1, 0});
   Tensor out = dp(padded, lengths);
-  sum(out).backward();
-  EXPECT(out.sizes() == (IntList{7, 4, 6}) && model->fc->weight.grad().defined());
+  EXPECT(out.sizes() == (IntList{7, 4, 6}));
+
+  // Losses, optimizers, LibTorch's spellings
+  Tensor logp = F::log_softmax(out, 2).reshape({-1, 6});
+  Tensor nll = nll_loss(logp, labels);
+  Tensor ce = F::cross_entropy(out.reshape({-1, 6}), labels, F::CrossEntropyFuncOptions().ignore_index(0));
+  optim::Adam adam(model->parameters(), optim::AdamOptions(1e-3));
+  for (auto& group : adam.param_groups()) static_cast<optim::AdamOptions&>(group.options()).lr(5e-4);
+  for (const auto& p : model->named_parameters()) std::cout << p.key() << " " << p.value().numel() << "\n";
+  std::cout << *model;
+  std::cout << "\n";
+  EXPECT(std::abs(nll.item() - cross_entropy(out.reshape({-1, 6}), labels).item()) < 1e-5);
+  EXPECT(adam.param_groups()[0].options().get_lr() == 5e-4);
+  adam.zero_grad();
+  ce.backward();
+  adam.step();
+  EXPECT(model->fc->weight.grad().defined());
 
   // Data
   data::TensorDataset dataset({randn({100, 3}), randint(0, 2, {100})});
@@ -81,35 +91,35 @@ int main() {
   EXPECT(batches == 2);
 
   // Checkpoints are safetensors files
-  save_safetensors("model.safetensors", model->state_dict());
-  auto loaded = load_safetensors("model.safetensors");
+  save(model, "model.safetensors");
+  save_safetensors("weights.safetensors", model->state_dict());
+  save(adam, "adam.safetensors");
+  MyModule restored;
+  load(restored, "model.safetensors");
+  load(adam, "adam.safetensors");
+  auto loaded = load_safetensors("weights.safetensors");
   EXPECT(loaded.size() == model->state_dict().size());
+  EXPECT(restored->fc->weight.to_vector<float>() == model->fc->weight.to_vector<float>());
 
   // DistributedDataParallel on the launcher's group (one rank here)
   auto pg = parallel::init_process_group("tcp");       // or "mpi", "nccl"
-  parallel::DistributedDataParallel<MyModule> ddp(model, pg);
+  parallel::DistributedDataParallel<MyModuleImpl> ddp(model, pg);
   model->zero_grad();
   sum(ddp(padded, lengths)).backward();                // gradients averaged over the ranks
   EXPECT(pg->size() == 1 && model->fc->weight.grad().defined());
 
-  // LibTorch's spelling
+  // Tensor methods and indexing as in LibTorch
   {
     using namespace ember::indexing;
     Tensor h = x.view({8, 8, 32}).narrow(0, 0, 4).detach();
     Tensor s = x.index({Slice(0, 5), 1});
     x.index_put_({x.lt(0.0)}, 0.0);
     Tensor ids = tensor(std::vector<int64_t>{3, 1, 4});
-    Net net;
-    Tensor logp = net(x);
-    std::cout << *net;
-    std::cout << "\n";
-    optim::SGD sgd(net->parameters(), 0.1);
-    optim::ReduceLROnPlateau plateau(sgd);
-    { InferenceMode guard; Tensor p = net(x).argmax(1); }
+    { InferenceMode guard; Tensor p = model(padded, lengths).argmax(2); }
     InferenceMode guard;
-    Tensor p = net(x).argmax(1);
+    Tensor p = model(padded, lengths).argmax(2);
     EXPECT(p.is_inference() && h.size(0) == 4 && s.sizes() == IntList{5} && ids.dtype() == kInt64 &&
-           x.min().item() >= 0.0 && logp.sizes() == (IntList{64, 2}));
+           x.min().item() >= 0.0 && p.sizes() == (IntList{7, 4}));
   }
 
   Tensor g = tensor({1, 2, 3});

@@ -1,0 +1,22 @@
+# Script mode: compiles SOURCE (which must fail) with CXX_COMPILER and the include directories
+# INCLUDE_DIR_1 and INCLUDE_DIR_2, then checks that the first error line contains EXPECTED and that the
+# whole diagnostic is at most MAX_LINES lines.
+cmake_policy(VERSION 3.25)
+set(args -std=c++20 -fsyntax-only)
+list(APPEND args "-I${INCLUDE_DIR_1}" "-I${INCLUDE_DIR_2}")
+execute_process(COMMAND ${CXX_COMPILER} ${args} ${SOURCE} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiled, but it must not")
+endif()
+string(REGEX MATCHALL "[^\n]*error:[^\n]*" errors "${err}")
+list(GET errors 0 first)
+if(NOT first MATCHES "${EXPECTED}")
+  message(FATAL_ERROR "the first error is not the expected reason '${EXPECTED}':\n${first}\n\nwhole output:\n${err}")
+endif()
+string(REGEX MATCHALL "\n" newlines "${err}")
+list(LENGTH newlines n)
+list(LENGTH errors n_errors)
+if(n GREATER MAX_LINES)
+  message(FATAL_ERROR "the diagnostic is ${n} lines (at most ${MAX_LINES} expected):\n${err}")
+endif()
+message(STATUS "${n} lines, ${n_errors} error(s); the first: ${first}")

@@ -88,7 +88,7 @@ int main() {
     const Device gpu = Device::cuda(0);
     Tensor a = native::to(ones({8, 8}), gpu);
     (void)native::sum(native::mm(a, a)).item();
-    nn::LSTM lstm(nn::LSTMOptions(4, 4));
+    nn::LSTMImpl lstm(nn::LSTMOptions(4, 4));
     lstm.to(gpu);
     (void)native::sum(std::get<0>(lstm.forward(native::to(ones({3, 2, 4}), gpu)))).item();
     const bool cudnn = native::cudnn_rnn_usable(native::CudnnRnnConfig{}, native::to(ones({1, 1}), gpu));

@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <string>
 #include <ostream>
 #include <tuple>
 #include <type_traits>
@@ -35,6 +36,21 @@ struct DataParallelOptions {
   std::optional<Device> output_device;          // unset: devices[0]
   int64_t dim = 0;                      // gather dim, and scatter dim of arguments without their own
   IntList scatter_dims;                 // argument k is split along scatter_dims[k] (when given)
+  /// The same bits for any device list (Note [DataParallel shards] in data_parallel.cpp): each
+  /// call's batch is cut into num_shards equal shards, shard s runs as its own replica on
+  /// devices[s * D / num_shards] (D devices: contiguous ranges of shards), and each
+  /// parameter's gradient is the exact sum of the shards' gradients (fixed point, as
+  /// DistributedDataParallel's deterministic option). Also with one device. CPU devices only.
+  bool deterministic = false;
+  /// Under `deterministic`: shards per call (>= 1); every call's batch must divide into them.
+  int64_t num_shards = 0;
+  /// Under `deterministic`: false (DataParallel's meaning, right for a loss over the gathered
+  /// outputs): .grad gets the sum of the shards' gradients. true: their mean, as
+  /// DistributedDataParallel's deterministic option and DeterministicReducer write it, right
+  /// when each shard's forward returns its own mean loss and backward runs on the sum of the
+  /// gathered losses; then a job gives the same bits in one process, on any device list and on
+  /// any number of ranks.
+  bool average_shards = false;
 };
 
 namespace detail {
@@ -43,6 +59,12 @@ namespace detail {
 /// or output_device that does not exist. A device listed twice is allowed, as in PyTorch: it gets
 /// two replicas (see Note [Replica threads] in parallel/parallel_apply.cpp).
 void check_data_parallel_devices(const std::vector<Device>& devices, const std::optional<Device>& output_device);
+/// DataParallelOptions::deterministic's checks: num_shards >= 1 and at most 2^20, CPU devices.
+void check_deterministic_options(const std::vector<Device>& devices, int64_t num_shards);
+/// Shard s's device: devices[s * D / num_shards].
+std::vector<Device> shard_devices(const std::vector<Device>& devices, int64_t num_shards);
+/// ValueError unless the batch (p.size, found by probing the arguments) is a positive multiple of num_shards.
+void check_shard_batch(const BatchProbe& p, int64_t num_shards);
 /// Throws unless every parameter and buffer of `module` is on `device` (PyTorch's message).
 void check_module_on_device(const nn::Module& module, Device device);
 template <class T>
@@ -77,6 +99,10 @@ class DataParallel : public nn::Module {
     output_device_ = options.output_device ? *options.output_device : devices_[0];
     dim_ = options.dim;
     scatter_dims_ = std::move(options.scatter_dims);
+    deterministic_ = options.deterministic;
+    num_shards_ = options.num_shards;
+    average_shards_ = options.average_shards;
+    if (deterministic_) detail::check_deterministic_options(devices_, num_shards_);
     module_ = register_module("module", std::move(module));
   }
 
@@ -101,6 +127,7 @@ class DataParallel : public nn::Module {
                   " has ", scatter_dims_.size(), " entries but forward got ", sizeof...(Args),
                   " arguments (expected at most one scatter dim per argument)");
     detail::check_module_on_device(*module_, devices_[0]);
+    if (deterministic_) return R(shard_forward<R>(args...));
     if (devices_.size() == 1) return R(module_->forward(detail::to_device(std::forward<Args>(args), devices_[0])...));
     ScatterSpec spec{scatter_dims_, dim_, std::nullopt};
     std::vector<std::tuple<std::remove_cvref_t<Args>...>> inputs = scatter_args(devices_, spec, args...);
@@ -124,6 +151,8 @@ class DataParallel : public nn::Module {
   const std::vector<Device>& device_ids() const { return devices_; }
   Device output_device() const { return output_device_; }
   int64_t dim() const { return dim_; }
+  bool deterministic() const { return deterministic_; }
+  int64_t num_shards() const { return num_shards_; }
 
   void pretty_print(std::ostream& os) const override {
     os << "DataParallel(device_ids=[";
@@ -133,11 +162,33 @@ class DataParallel : public nn::Module {
   }
 
  private:
+  // Note [DataParallel shards] in data_parallel.cpp.
+  template <class R, class... Args>
+  R shard_forward(const Args&... args) {
+    const std::vector<Device> shard_devices = detail::shard_devices(devices_, num_shards_);
+    ScatterSpec spec{scatter_dims_, dim_, std::nullopt};
+    detail::BatchProbe p;
+    [&]<size_t... I>(std::index_sequence<I...>) {
+      (detail::probe(args, spec.dim_for(I), "argument " + std::to_string(I), p), ...);
+    }(std::index_sequence_for<Args...>{});
+    detail::check_shard_batch(p, num_shards_);
+    spec.chunk_sizes = IntList(static_cast<size_t>(num_shards_), p.size / num_shards_);
+    std::vector<std::tuple<std::remove_cvref_t<Args>...>> inputs = scatter_args(shard_devices, spec, args...);
+    ReplicateOptions ro;
+    ro.exact_sum_divisor = average_shards_ ? static_cast<double>(num_shards_) : 1.0;
+    auto replicas = replicate(module_, shard_devices, ro);
+    std::vector<R> outputs = parallel_apply(replicas, inputs, shard_devices);
+    return R(gather(outputs, output_device_, dim_));
+  }
+
   std::shared_ptr<M> module_;
   std::vector<Device> devices_;
   Device output_device_;
   int64_t dim_ = 0;
   IntList scatter_dims_;
+  bool deterministic_ = false;
+  int64_t num_shards_ = 0;
+  bool average_shards_ = false;
 };
 
 }  // namespace ember::parallel

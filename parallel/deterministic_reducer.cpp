@@ -1,5 +1,6 @@
 #include "parallel/deterministic_reducer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -39,6 +40,35 @@
 //    or device type (docs/DETERMINISM.md).
 
 namespace ember::parallel {
+
+namespace detail {
+Tensor exact_sum(const std::vector<Tensor>& terms, int64_t num_terms, double divisor, Device device) {
+  const Tensor* first = nullptr;
+  double max_abs = 0.0;
+  for (const Tensor& t : terms) {
+    if (!t.defined()) continue;
+    EMBER_CHECK_T(NotImplementedError, t.device() == device && device.is_cpu(), "exact_sum: a term is on ",
+                  t.device().str(), "; expected every term on ", device.str(), " (the exact sum has a CPU driver only)");
+    if (first == nullptr) first = &t;
+    EMBER_CHECK_T(ValueError, t.sizes() == first->sizes() && t.dtype() == first->dtype(), "exact_sum: terms of shape ",
+                  first->sizes(), " ", first->dtype(), " and ", t.sizes(), " ", t.dtype(), "; expected one shape and dtype");
+    max_abs = std::max(max_abs, native::fixed_point_max_abs(t));
+  }
+  if (first == nullptr) return Tensor();
+  Tensor out = empty(first->sizes(), TensorOptions(first->dtype()).device(device));
+  if (!std::isfinite(max_abs)) {
+    native::fill_(out, std::numeric_limits<double>::quiet_NaN());
+    return out;
+  }
+  const int exponent = native::fixed_point_exponent(max_abs, num_terms);
+  Tensor acc = zeros({first->numel()}, TensorOptions(kInt64).device(device));
+  for (const Tensor& t : terms) {
+    if (t.defined()) native::fixed_point_accumulate_(acc, t, exponent);
+  }
+  native::fixed_point_to_float_(out, acc, exponent, divisor);
+  return out;
+}
+}  // namespace detail
 
 DeterministicReducer::DeterministicReducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                                            std::shared_ptr<ProcessGroup> group, DeterministicReducerOptions options)

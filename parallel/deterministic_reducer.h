@@ -25,6 +25,17 @@ struct DeterministicReducerOptions {
   int64_t timeout_ms = 5 * 60 * 1000;
 };
 
+namespace detail {
+/// The exact sum of `terms` divided by `divisor`, combined as the reducer combines shards (Note
+/// [World-size invariance]): an exponent from the largest |element| and `num_terms` (>= the
+/// defined terms), each term rounded on its own to int64 multiples of 2^-E, the integers added,
+/// one conversion back. Undefined terms count as zeros (an undefined result when all are);
+/// a NaN or Inf in any term makes every element NaN. Terms: one shape, float32/float64, on the
+/// CPU device `device` (TypeError / NotImplementedError otherwise). The bits do not depend on
+/// the order of `terms`.
+Tensor exact_sum(const std::vector<Tensor>& terms, int64_t num_terms, double divisor, Device device);
+}  // namespace detail
+
 class DeterministicReducer {
  public:
   /// `names[i]` names parameters[i] in errors; `group` null: one process alone (world size 1),

@@ -8,6 +8,7 @@
 #include "core/ops/native.h"
 #include "nn/detail/replica_parameters.h"
 #include "parallel/comm.h"
+#include "parallel/deterministic_reducer.h"
 #include "parallel/detail/comm_nccl.h"
 
 // Note [Replica parameters]
@@ -34,6 +35,9 @@
 // engine's input buffer, added in arrival order: with 3 devices (a + b) + c and (a + c) + b
 // round differently, and two identical models under DataParallel got gradients that differed in
 // the last bits from the first steps on; see PackedLstmOnDevices.GradientsAreBitwiseReproducible.)
+// With ReplicateOptions::exact_sum_divisor (DataParallel's deterministic option, Note
+// [DataParallel shards] in data_parallel.cpp) the node sums exactly instead, so not even the
+// grouping of replicas over devices shows in the bits.
 // Across distinct GPUs holding the originals (all on one of them), where NCCL carries the
 // copies (comm::detail::use_nccl and nccl_ready, Note [NCCL fallback]), the node sums with comm::reduce_add_coalesced instead: one
 // NCCL reduce per flat bucket on the devices' current streams (Note [NCCL in comm]), in NCCL's
@@ -142,14 +146,33 @@ bool sum_over_nccl(const std::vector<GradTarget>& targets, const std::vector<Dev
 // Records a BroadcastBackward node whose inputs are `inputs` (originals, with their `targets`)
 // and whose outputs are `outputs` (replica parameters, replica-major; output o feeds input
 // output_input[o]); over_nccl: sum_over_nccl held for `targets`. Note [Replica parameters].
+// exact_divisor: ReplicateOptions::exact_sum_divisor.
 void record_broadcast_backward(std::vector<GradTarget> targets, std::vector<size_t> output_input,
-                               const std::vector<Device>& devices, bool over_nccl,
+                               const std::vector<Device>& devices, bool over_nccl, std::optional<double> exact_divisor,
                                const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) {
   auto node = std::make_shared<autograd::FunctionNode>(
-      "BroadcastBackward", [targets = std::move(targets), output_input = std::move(output_input), devices,
-                            over_nccl](autograd::FunctionNode& n, autograd::TensorList& g) {
+      "BroadcastBackward", [targets = std::move(targets), output_input = std::move(output_input), devices, over_nccl,
+                            exact_divisor](autograd::FunctionNode& n, autograd::TensorList& g) {
         if (over_nccl) {
           if (auto r = reduce_over_nccl(targets, output_input, devices, n, g)) return std::move(*r);
+        }
+        if (exact_divisor) {  // every output is one term of its input's exact sum
+          std::vector<std::vector<Tensor>> terms(targets.size());
+          for (size_t o = 0; o < output_input.size(); ++o) {
+            const size_t k = output_input[o];
+            const Tensor gi = o < g.size() ? g[o] : Tensor();
+            const GradTarget& to = targets[k];
+            terms[k].push_back(!gi.defined() ? gi
+                               : gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
+                                   ? nn::detail::alias_on_cpu_device(gi, to.device)
+                                   : native::to(gi, to.device, to.dtype));
+          }
+          autograd::TensorList r(targets.size());
+          for (size_t k = 0; k < targets.size(); ++k) {
+            if (!n.needs_input_grad(k)) continue;
+            r[k] = detail::exact_sum(terms[k], static_cast<int64_t>(terms[k].size()), *exact_divisor, targets[k].device);
+          }
+          return r;
         }
         // Note [Replica gradient sum]: outputs are replica-major, so each input's gradient is
         // summed replica by replica, in device-list order.
@@ -172,6 +195,11 @@ void record_broadcast_backward(std::vector<GradTarget> targets, std::vector<size
 }  // namespace
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices) {
+  return replicate(module, devices, ReplicateOptions{});
+}
+
+std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices,
+                                                   const ReplicateOptions& options) {
   EMBER_CHECK_T(ValueError, !devices.empty(), "replicate: expected at least one device, got an empty list");
   const bool grad = autograd::GradMode::is_enabled();
   // Note [Replica parameters] with Note [Shared parameters] (nn/module.cpp): the node's inputs
@@ -231,18 +259,24 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
       inputs.push_back(&originals[j]);
       targets.push_back({originals[j].device(), originals[j].dtype()});
     }
-    if (sum_over_nccl(targets, devices)) {
+    if (options.exact_sum_divisor) {
+      for (const GradTarget& t : targets) {
+        EMBER_CHECK_T(NotImplementedError, t.device.is_cpu(), "replicate: exact_sum_divisor takes CPU parameters "
+                      "only (the exact sum has a CPU driver only), got one on ", t.device);
+      }
+    }
+    if (!options.exact_sum_divisor && sum_over_nccl(targets, devices)) {
       std::vector<Tensor*> outputs;
       for (Tensor& p : replica_params) outputs.push_back(&p);
-      record_broadcast_backward(std::move(targets), std::move(output_input), devices, /*over_nccl=*/true, inputs,
-                                outputs);
+      record_broadcast_backward(std::move(targets), std::move(output_input), devices, /*over_nccl=*/true,
+                                std::nullopt, inputs, outputs);
     } else {
       // Note [Replica gradient sum per parameter]: one node per original parameter.
       std::vector<std::vector<Tensor*>> outputs_of(tracked.size());
       for (size_t o = 0; o < replica_params.size(); ++o) outputs_of[output_input[o]].push_back(&replica_params[o]);
       for (size_t k = 0; k < tracked.size(); ++k) {
         record_broadcast_backward({targets[k]}, std::vector<size_t>(outputs_of[k].size(), 0), devices,
-                                  /*over_nccl=*/false, {inputs[k]}, outputs_of[k]);
+                                  /*over_nccl=*/false, options.exact_sum_divisor, {inputs[k]}, outputs_of[k]);
       }
     }
   }

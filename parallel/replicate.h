@@ -5,6 +5,7 @@
 // See Note [Replica parameters] in replicate.cpp. Thread-safe for distinct source modules.
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "nn/module.h"
@@ -18,12 +19,24 @@ namespace ember::parallel {
 /// for modules without clone() (derive from nn::Cloneable<M>).
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices);
 
+/// How the replicas' gradients of a parameter are combined into the original's.
+struct ReplicateOptions {
+  /// Unset: summed replica by replica in device-list order (Note [Replica gradient sum]). Set:
+  /// the exact sum (detail::exact_sum in parallel/deterministic_reducer.h, the same bits in any
+  /// order or grouping) divided by this value; CPU parameters only. DataParallel's deterministic
+  /// option, where every replica is one shard.
+  std::optional<double> exact_sum_divisor;
+};
+std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices,
+                                                   const ReplicateOptions& options);
+
 /// Typed form: M must be the type clone() returns (the Derived of Cloneable<Derived>).
 template <class M>
-std::vector<std::shared_ptr<M>> replicate(const std::shared_ptr<M>& module, const std::vector<Device>& devices) {
+std::vector<std::shared_ptr<M>> replicate(const std::shared_ptr<M>& module, const std::vector<Device>& devices,
+                                         const ReplicateOptions& options = {}) {
   EMBER_CHECK_T(ValueError, module != nullptr, "replicate: the module is null");
   std::vector<std::shared_ptr<M>> out;
-  for (auto& r : replicate(static_cast<const nn::Module&>(*module), devices)) {
+  for (auto& r : replicate(static_cast<const nn::Module&>(*module), devices, options)) {
     auto typed = std::dynamic_pointer_cast<M>(r);
     EMBER_CHECK_T(TypeError, typed != nullptr, "replicate: ", module->name(),
                   "::clone() returned a module of another type; derive it from nn::Cloneable<", module->name(), ">");

@@ -62,7 +62,8 @@ mean over valid positions -> Linear(128, 6)) to tell the language of a word, und
                         comes from the seed and its global position, not from the rank
   --deterministic       world-size-invariant training: each global batch is --shards shards,
                         each its own forward/backward, gradients summed exactly; the same
-                        bits at any number of ranks, threads and workers (docs/DETERMINISM.md)
+                        bits at any number of ranks, devices, threads and workers
+                        (docs/DETERMINISM.md)
   --shards N            --deterministic: virtual shards per global batch (default 8)
   --amp DTYPE           mixed precision: bf16 | fp16 (autocast on the training device; fp16 adds a
                         dynamic loss scale, GradScaler, whose skipped steps every --ddp rank shares)
@@ -177,9 +178,6 @@ Options parse_options(int argc, const char* const* argv) {
                   " must be a multiple of --shards ", o.shards, " (every shard holds the same number of samples)");
     EMBER_CHECK_T(ValueError, o.augment_p == 0 && o.amp.empty() && !o.uneven,
                   "--deterministic: --augment (per-worker streams), --amp and --uneven are not supported with it");
-    EMBER_CHECK_T(ValueError, o.ddp || o.single_device || (o.devices.size() == 1),
-                  "--deterministic: runs under --ddp or on one device (--single-device); DataParallel over several "
-                  "devices has no deterministic mode yet");
   }
   return o;
 }

@@ -104,6 +104,11 @@ namespace rnn_dp {
 //    so its kernels see the same shapes whoever runs it; all but a rank's last shard run under
 //    no_sync(), and DistributedDataParallel's deterministic option (without --ddp the same
 //    DeterministicReducer with no group) sums the shards exactly and writes their mean;
+//  - DataParallel over several devices runs each shard as its own replica (ShardLoss: the same
+//    cut, forward and loss) with its deterministic option and average_shards, whose exact sum
+//    writes the same mean (Note [DataParallel shards] in parallel/data_parallel.cpp); the
+//    step's backward runs on the sum of the gathered shard losses, so each shard's gradient is
+//    that of its own loss, as in the loop above;
 //  - dropout (--dropout) draws each sample's mask from a generator seeded by (seed, epoch, the
 //    sample's position in the epoch), never from the rank, the worker or the step's draws (this
 //    holds without --deterministic too);
@@ -387,6 +392,26 @@ class ShardBatchSampler : public ember::data::BatchSampler {
   size_t batch_, shard_, first_, last_;
 };
 
+// One shard's training loss under --deterministic with DataParallel (Note [Shard steps]): the
+// shard's padded input cut to its own longest word, the model, cross-entropy over the shard.
+class ShardLoss : public ember::nn::Cloneable<ShardLoss> {
+ public:
+  explicit ShardLoss(std::shared_ptr<WordLangModel> model) : Cloneable("ShardLoss"), config_(model->config()) {
+    this->model = register_module("model", std::move(model));
+  }
+  void reset() override { model = register_module("model", std::make_shared<WordLangModel>(config_)); }
+  Tensor forward(const Tensor& padded, const Tensor& lengths, const Tensor& labels, const Tensor& keep) {
+    const auto lv = lengths.to_vector<int64_t>();
+    const int64_t longest = *std::max_element(lv.begin(), lv.end());
+    const Tensor p = ember::contiguous(ember::narrow(padded, config_.batch_first ? 1 : 0, 0, longest));
+    return ember::nn::F::cross_entropy(model->forward(p, lengths, keep), labels);
+  }
+  std::shared_ptr<WordLangModel> model;
+
+ private:
+  ModelConfig config_;
+};
+
 // Dropout keep masks [positions, width] (0 or 1 / (1 - p)): sample at `positions[i]` of epoch
 // `epoch` draws from its own generator, seeded from (seed, epoch, position) (Note [Shard steps]).
 Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>& positions, int64_t width, double p) {
@@ -512,6 +537,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> train_logits;
   std::shared_ptr<ember::parallel::DataParallel<WordEncoder>> dp;
   std::shared_ptr<ember::parallel::DistributedDataParallel<WordLangModel>> ddp;
+  std::shared_ptr<ember::parallel::DataParallel<ShardLoss>> dp_shards;  // --deterministic over several devices
   auto on_device0 = [device0](const Tensor& t) { return t.device() == device0 ? t : ember::to(t, device0); };
   // The whole model on device0 (evaluation, and training without DataParallel).
   auto local_logits = [&](const Tensor& padded, const Tensor& lengths) {
@@ -526,6 +552,15 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     train_logits = [&](const Tensor& padded, const Tensor& lengths, const Tensor& keep) {
       return (*ddp)(on_device0(padded), lengths, keep.defined() ? on_device0(keep) : keep);
     };
+  } else if (data_parallel && o.deterministic) {
+    ember::parallel::DataParallelOptions dpo;
+    dpo.devices = devices;
+    dpo.output_device = device0;
+    dpo.scatter_dims = {batch_dim, 0, 0, 0};  // padded, lengths, labels, keep
+    dpo.deterministic = true;
+    dpo.num_shards = o.shards;
+    dpo.average_shards = true;
+    dp_shards = std::make_shared<ember::parallel::DataParallel<ShardLoss>>(std::make_shared<ShardLoss>(model), dpo);
   } else if (data_parallel) {
     // Output [B, T, H] gathered on dim 0, or [T, B, H] on dim 1; the input scattered along its
     // batch dim and the lengths [B] along dim 0 (the FAQ's batch_first=False case is {1, 0}).
@@ -545,7 +580,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   }
   // --deterministic without --ddp: the same exact shard sum in this process alone.
   std::unique_ptr<ember::parallel::DeterministicReducer> local_shards;
-  if (o.deterministic && !o.ddp) {
+  if (o.deterministic && !o.ddp && !dp_shards) {
     std::vector<Tensor> params;
     std::vector<std::string> names;
     for (auto& [name, p] : model->named_parameters()) {
@@ -557,7 +592,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   }
   // DataParallel also runs the test pass over the devices; under --ddp each rank evaluates its
   // share of the test batches on its own device.
-  auto eval_logits = data_parallel ? std::function<Tensor(const Tensor&, const Tensor&)>(
+  auto eval_logits = data_parallel && !dp_shards ? std::function<Tensor(const Tensor&, const Tensor&)>(
                                          [&](const Tensor& padded, const Tensor& lengths) {
                                            return train_logits(padded, lengths, Tensor());
                                          })
@@ -649,7 +684,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
           return ember::nn::F::cross_entropy(logits, y.device() == logits.device() ? y : ember::to(y, logits.device()));
         };
         const size_t b = static_cast<size_t>(labels.size(0));
-        if (o.deterministic) {
+        if (dp_shards) {
+          const Tensor keep = keep_for(o.batch_size, [](int64_t i) { return static_cast<uint64_t>(i); });
+          const Tensor losses = (*dp_shards)(padded, lengths, labels, keep);
+          ember::sum(losses).backward();
+          for (double l : ember::to(losses, ember::kFloat64).to_vector<double>()) loss_sum += l * static_cast<double>(shard_rows);
+        } else if (o.deterministic) {
           const int64_t time_dim = o.batch_first ? 1 : 0;
           for (int64_t j = 0; j < last_shard - first_shard; ++j) {
             const bool last = first_shard + j + 1 == last_shard;

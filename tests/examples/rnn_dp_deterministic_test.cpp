@@ -1,7 +1,8 @@
 // examples/rnn_dp --deterministic (Note [Shard steps] in examples/rnn_dp/train.cpp), with dropout
 // on: the SHA-256 of the state dict (every tensor of the checkpoint: parameters, Adam's
 // exp_avg, exp_avg_sq and step) after 20 steps is the same for one process with 0 or 2
-// DataLoader workers and 1 or 2 intra-op threads; DistributedDataParallel over 1, 2, 3 and 4
+// DataLoader workers and 1 or 2 intra-op threads; DataParallel over 2, 3 and 4 CPU devices (one
+// device is the one-process run); DistributedDataParallel over 1, 2, 3 and 4
 // ranks under ember-run (tcp) and 2 and 3 under mpirun (mpi); 3 ranks with
 // ZeroRedundancyOptimizer; and a job stopped at step 7 on 3 ranks and resumed on 2. Without
 // --deterministic the one-process and two-rank hashes differ, which is what the mode fixes.
@@ -49,6 +50,15 @@ class RnnDpDeterministic : public rnn_dp_test::RunDirTest {
     EXPECT_NE(r.output.find("stopped after step 20"), std::string::npos) << r.output;
     return state_sha256(last(name));
   }
+  std::string devices(int n, const std::string& args) {
+    std::string list = "cpu:0";
+    for (int i = 1; i < n; ++i) list += ",cpu:" + std::to_string(i);
+    const std::string name = "dp" + std::to_string(n);
+    RunResult r = rnn_dp(name, args + " --devices " + list);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("DataParallel over " + list), std::string::npos) << r.output;
+    return state_sha256(last(name));
+  }
   std::string ranks(int n, const std::string& name, const std::string& args) {
     RunResult r = ember_run(n, name, args);
     EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -63,6 +73,7 @@ TEST_F(RnnDpDeterministic, SameStateHashForEveryWorldSizeThreadCountWorkerCountA
   const std::string ref = single("one", kDet + " --workers 0 --threads 1");
   ASSERT_EQ(ref.size(), 64u);
   EXPECT_EQ(single("one_threads2_workers2", kDet + " --workers 2 --threads 2"), ref);
+  for (int n : {2, 3, 4}) EXPECT_EQ(devices(n, kDet + " --workers 0 --threads 1"), ref) << "DataParallel over " << n;
   for (int n : {1, 2, 3, 4}) {
     EXPECT_EQ(ranks(n, "tcp" + std::to_string(n), kDet + " --workers 0 --threads 1"), ref) << n << " ranks (tcp)";
   }
@@ -102,7 +113,6 @@ TEST_F(RnnDpDeterministic, BadOptionsAreRefused) {
   for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
            {"--deterministic --batch-size 50 --shards 8", "must be a multiple of --shards 8"},
            {"--deterministic --augment 0.1", "--augment (per-worker streams)"},
-           {"--deterministic --devices cpu:0,cpu:1", "DataParallel over several devices has no deterministic mode"},
            {"--dropout 1", "expected a probability below 1"}}) {
     RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;

@@ -1,0 +1,180 @@
+// DataParallel's deterministic option (Note [DataParallel shards] in parallel/data_parallel.cpp):
+// a few Adam steps over 8 shards give bit-identical parameters over 1, 2, 3 and 4 CPU devices
+// (3 devices holding 3 + 3 + 2 shards) and with 1 or 2 intra-op threads; with average_shards
+// the same bits as a group-less DeterministicReducer running the shards one after another in
+// one process; the result equals the ordinary DataParallel gradient within float tolerance;
+// bad options and batches are typed errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/ops/native.h"
+#include "core/thread_pool.h"
+#include "nn/functional.h"
+#include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "parallel/data_parallel.h"
+#include "parallel/deterministic_reducer.h"
+
+using namespace ember;
+using parallel::DataParallel;
+using parallel::DataParallelOptions;
+using ::testing::HasSubstr;
+
+namespace {
+
+constexpr int kShards = 8;
+constexpr int64_t kShardRows = 5;
+
+struct Net : nn::Cloneable<Net> {
+  std::shared_ptr<nn::LinearImpl> fc1, fc2;
+  Net() : Cloneable("Net") { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 32));
+    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(32, 3));
+  }
+  Tensor forward(const Tensor& x) { return fc2->forward(tanh(fc1->forward(x))); }
+};
+
+// One shard's own mean loss, shape [1] so that DataParallel gathers the shards' losses.
+struct ShardLoss : nn::Cloneable<ShardLoss> {
+  std::shared_ptr<Net> net;
+  ShardLoss() : Cloneable("ShardLoss") { reset(); }
+  void reset() override { net = register_module("net", std::make_shared<Net>()); }
+  Tensor forward(const Tensor& x, const Tensor& y) {
+    return ember::unsqueeze(nn::functional::mse_loss(net->forward(x), y), 0);
+  }
+};
+
+Tensor rows(uint64_t seed, int step, int64_t n, int64_t cols) {
+  Generator g(seed + static_cast<uint64_t>(step));
+  Tensor t = randn({n, cols}, {}, &g);
+  return native::mul(t, scalar_tensor(static_cast<double>(step % 3 + 1)));  // magnitudes vary by step
+}
+
+std::vector<Device> cpus(int n) {
+  std::vector<Device> d;
+  for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
+  return d;
+}
+
+using Bits = std::vector<std::vector<float>>;
+
+Bits values(const std::vector<Tensor>& ts) {
+  Bits out;
+  for (const auto& t : ts) out.push_back(t.to_vector<float>());
+  return out;
+}
+
+bool same_bits(const Bits& a, const Bits& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
+      return false;
+  }
+  return true;
+}
+
+// `steps` Adam steps of a loss over the gathered outputs, DataParallel over `devices` CPU
+// devices (deterministic or not); returns the parameters.
+Bits train_gathered(int devices, bool deterministic, int steps, int threads = 1) {
+  manual_seed(7);
+  auto net = std::make_shared<Net>();
+  const int before = get_num_threads();
+  set_num_threads(threads);
+  DataParallelOptions o;
+  o.devices = cpus(devices);
+  o.deterministic = deterministic;
+  o.num_shards = kShards;
+  DataParallel<Net> dp(net, o);
+  optim::Adam adam(net->parameters(), optim::AdamOptions(0.01));
+  for (int s = 0; s < steps; ++s) {
+    adam.zero_grad();
+    nn::functional::mse_loss(dp(rows(100, s, kShards * kShardRows, 6)), rows(900, s, kShards * kShardRows, 3))
+        .backward();
+    adam.step();
+  }
+  set_num_threads(before);
+  return values(net->parameters());
+}
+
+// The same with each shard's own mean loss: DataParallel with average_shards (devices > 0) or,
+// devices == 0, one process running the shards one by one under a group-less DeterministicReducer.
+Bits train_shard_losses(int devices, int steps) {
+  manual_seed(7);
+  auto model = std::make_shared<ShardLoss>();
+  optim::Adam adam(model->parameters(), optim::AdamOptions(0.01));
+  std::unique_ptr<DataParallel<ShardLoss>> dp;
+  std::unique_ptr<parallel::DeterministicReducer> reducer;
+  if (devices > 0) {
+    DataParallelOptions o;
+    o.devices = cpus(devices);
+    o.deterministic = true;
+    o.num_shards = kShards;
+    o.average_shards = true;
+    dp = std::make_unique<DataParallel<ShardLoss>>(model, o);
+  } else {
+    std::vector<std::string> names;
+    for (auto& [name, p] : model->named_parameters()) names.push_back(name);
+    reducer = std::make_unique<parallel::DeterministicReducer>(model->parameters(), names, nullptr,
+                                                               parallel::DeterministicReducerOptions{.num_shards = kShards});
+  }
+  for (int s = 0; s < steps; ++s) {
+    adam.zero_grad();
+    const Tensor x = rows(100, s, kShards * kShardRows, 6), y = rows(900, s, kShards * kShardRows, 3);
+    if (dp) {
+      ember::sum((*dp)(x, y)).backward();
+    } else {
+      for (int k = 0; k < kShards; ++k) {
+        reducer->set_sync(k + 1 == kShards);
+        reducer->prepare_for_backward(nullptr);
+        ember::sum(model->forward(native::narrow(x, 0, k * kShardRows, kShardRows),
+                                  native::narrow(y, 0, k * kShardRows, kShardRows)))
+            .backward();
+      }
+    }
+    adam.step();
+  }
+  return values(model->parameters());
+}
+
+TEST(DataParallelDeterministic, SameBitsOnEveryDeviceListAndThreadCount) {
+  const Bits one = train_gathered(1, true, 4);
+  for (int d : {2, 3, 4}) EXPECT_TRUE(same_bits(one, train_gathered(d, true, 4))) << d << " devices";
+  EXPECT_TRUE(same_bits(one, train_gathered(3, true, 4, 2))) << "3 devices, 2 intra-op threads";
+}
+
+TEST(DataParallelDeterministic, AveragedShardsEqualTheOneProcessReducerBits) {
+  const Bits reducer = train_shard_losses(0, 4);
+  for (int d : {1, 2, 3, 4}) EXPECT_TRUE(same_bits(reducer, train_shard_losses(d, 4))) << d << " devices";
+}
+
+TEST(DataParallelDeterministic, MatchesTheOrdinaryGradientWithinTolerance) {
+  const Bits det = train_gathered(3, true, 1), plain = train_gathered(3, false, 1);
+  EXPECT_FALSE(same_bits(det, train_gathered(1, true, 0))) << "the step changed nothing";
+  ASSERT_EQ(det.size(), plain.size());
+  for (size_t i = 0; i < det.size(); ++i) {
+    for (size_t j = 0; j < det[i].size(); ++j) ASSERT_NEAR(det[i][j], plain[i][j], 1e-5) << i << " " << j;
+  }
+}
+
+TEST(DataParallelDeterministic, BadOptionsAndBatchesAreTypedErrors) {
+  auto net = std::make_shared<Net>();
+  DataParallelOptions o;
+  o.devices = cpus(2);
+  o.deterministic = true;
+  o.num_shards = 0;
+  EXPECT_THROW(DataParallel<Net>(net, o), ValueError);
+  o.num_shards = 4;
+  DataParallel<Net> dp(net, o);
+  try {
+    dp(rows(1, 0, 6, 6));
+    ADD_FAILURE() << "expected a ValueError about the batch";
+  } catch (const ValueError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the batch has 6 samples"));
+    EXPECT_THAT(e.what(), HasSubstr("expected a positive multiple of num_shards 4"));
+  }
+}
+
+}  // namespace

@@ -2,13 +2,14 @@
 # gpu_bundle.sh [BUILD_DIR] [OUT_DIR] -- packs what scripts/gpu_check.sh runs into a folder of at
 # most 64 MiB that runs on a machine with a GPU but without ember's Debian packages (OpenBLAS,
 # Boost, OpenMPI, GoogleTest): the GPU test binaries, rnn_dp, ember-run, ember-bench-lstm,
-# ember-bench-allreduce, ember-bench-dp, the shared libraries they load (found with ldd), the
-# example's word lists, the PyTorch side of the LSTM benchmark (bench/bench_lstm_torch.py: run
-# where the GPU machine's python3 has a CUDA torch), and gpu_check.sh itself.
+# ember-bench-allreduce, ember-bench-dp, ember-gpu-info, the shared libraries they load (found
+# with ldd), the example's word lists, the PyTorch side of the LSTM benchmark
+# (bench/bench_lstm_torch.py: run where the GPU machine's python3 has a CUDA torch), and
+# gpu_check.sh itself.
 # Binaries, libraries and word lists travel as payload.tar.xz: each binary carries its own copy
 # of ember's device code (~11 MB), and xz's 64 MiB window (-9) stores the copies once, where
-# gzip's 32 KiB window could not. gpu_check.sh unpacks it into its OUT_DIR (tar -xJf, or Python's
-# lzma where xz is missing), no compiling.
+# gzip's 32 KiB window could not. gpu_check.sh unpacks it under ${TMPDIR:-/tmp} (tar -xJf, or
+# Python's lzma where xz is missing), no compiling.
 # Before packing it checks that every binary loads from the bundle: each library ldd resolves must
 # come from the bundle's lib/ or be one the GPU machine provides (glibc's, the driver's, the CUDA
 # toolkit's cuBLAS, NCCL and cuDNN, which a CUDA build of PyTorch brings); a library resolved from
@@ -45,7 +46,7 @@ rm -rf "$out"
 stage=$out/.stage
 mkdir -p "$stage/bin" "$stage/lib" "$stage/dict" "$stage/bench"
 cp bench/bench_lstm_torch.py "$stage/bench/"
-for name in $gpu_tests rnn_dp ember-run ember-bench-lstm ember-bench-allreduce ember-bench-dp; do
+for name in $gpu_tests rnn_dp ember-run ember-bench-lstm ember-bench-allreduce ember-bench-dp ember-gpu-info; do
   f=$(find "$build" -name "$name" -type f -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
   [ -n "$f" ] || { echo "gpu_bundle: $name was not built in $build" >&2; exit 1; }
   cp "$f" "$stage/bin/$name"

@@ -40,6 +40,12 @@ improve. Prints validation and test perplexity per epoch.
   --backend NAME         --ddp: tcp | mpi | nccl (default: mpi under mpirun, else tcp)
   --timeout S            --ddp: seconds any collective may take (default 300)
   --resume               continue from the last checkpoint in --checkpoint-dir
+  --deterministic        world-size-invariant training: the streams are --shards shards, each its
+                         own forward/backward, gradients summed exactly; the same bits at any
+                         number of ranks and threads, and across a resume (docs/DETERMINISM.md)
+  --shards N             --deterministic: shards per step, dividing --batch-size (default 4)
+  --max-steps N          --deterministic: stop after N training chunks in all, with a checkpoint
+                         that --resume continues from mid-epoch
   --checkpoint-dir DIR   last.safetensors, best.safetensors and one per epoch (default runs/word_lm/checkpoints)
   --metrics PATH         JSON lines, one per epoch, appended (default runs/word_lm/metrics.jsonl)
   --progress MODE        auto | tty | lines | none (default auto)
@@ -94,6 +100,13 @@ Options parse_options(int argc, const char* const* argv) {
       o.eval_batch_size = parse_int(arg, take(), 1);
     } else if (arg == "--bptt") {
       o.bptt = parse_int(arg, take(), 1);
+    } else if (arg == "--deterministic") {
+      no_value();
+      o.deterministic = true;
+    } else if (arg == "--shards") {
+      o.shards = parse_int(arg, take(), 1);
+    } else if (arg == "--max-steps") {
+      o.max_steps = parse_int(arg, take(), 1);
     } else if (arg == "--checkpoint-dir") {
       o.checkpoint_dir = take();
     } else if (arg == "--metrics") {
@@ -108,6 +121,10 @@ Options parse_options(int argc, const char* const* argv) {
                 "--tied: the decoder's weight is the embedding's, so --nhid must equal --emsize (got ", o.nhid, " and ",
                 o.emsize, ")");
   EMBER_CHECK_T(ValueError, o.ddp || o.backend.empty(), "--backend applies only with --ddp");
+  EMBER_CHECK_T(ValueError, !o.deterministic || o.batch_size % o.shards == 0, "--deterministic: --batch-size ",
+                o.batch_size, " must be a multiple of --shards ", o.shards, " (every shard holds the same streams)");
+  EMBER_CHECK_T(ValueError, o.deterministic || o.max_steps == 0,
+                "--max-steps applies only with --deterministic (its mid-epoch checkpoint holds every shard's state)");
   return o;
 }
 

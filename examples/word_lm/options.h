@@ -33,6 +33,9 @@ struct Options {
   std::string backend;
   int64_t timeout_s = 300;
   bool resume = false;
+  bool deterministic = false;  // the same bits at any world size (Note [word_lm shards] in train.cpp)
+  int64_t shards = 4;          // --deterministic: virtual shards (groups of streams) per step
+  int64_t max_steps = 0;       // stop after this many training chunks in all (0: none), checkpointing
   std::string metrics_path = "runs/word_lm/metrics.jsonl";
   std::string checkpoint_dir = "runs/word_lm/checkpoints";
   ProgressMode progress = ProgressMode::Auto;

@@ -17,6 +17,7 @@
 #include "autograd/ops.h"
 #include "core/allocator.h"
 #include "core/cpu_affinity.h"
+#include "core/deterministic.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/ops/random.h"
@@ -30,6 +31,7 @@
 #include "nn/functional.h"
 #include "nn/optim/sgd.h"
 #include "nn/utils/clip_grad.h"
+#include "parallel/deterministic_reducer.h"
 #include "parallel/distributed_data_parallel.h"
 
 namespace word_lm {
@@ -68,6 +70,26 @@ namespace word_lm {
 // writes metrics and checkpoints; every rank waits at a barrier until the epoch's checkpoint is
 // on disk. --resume: every rank loads it.
 
+// Note [word_lm shards]
+// --deterministic gives the same bits (model and optimizer state) after every step for 1
+// process or any number of ranks, any thread count, and across a resume on another number of
+// ranks (Note [World-size invariance] in parallel/deterministic_reducer.cpp):
+//  - the --batch-size streams (batchify's columns) are cut into --shards shards of equal
+//    width; rank r of W holds shards [r*S/W, (r+1)*S/W), so its columns are contiguous, and each
+//    shard carries its own hidden state from chunk to chunk;
+//  - each chunk runs every held shard as its own forward and backward (all but the rank's last
+//    under no_sync()); DistributedDataParallel's deterministic option (without --ddp a group-less
+//    DeterministicReducer) writes the exact mean of all shards' gradients, which equals the
+//    gradient of the chunk's mean token loss (equal shards); clip_grad_norm_ and SGD then run on
+//    the same bits everywhere;
+//  - dropout draws from the default generators seeded with (seed, epoch, chunk, shard) before the
+//    shard's forward, so its masks do not depend on the rank that runs it;
+//  - validation and test run on every rank over all streams (no sum over ranks), so the
+//    annealing decision is the same too;
+//  - --max-steps stops after a chunk with a checkpoint whose side file <checkpoint>.hidden holds
+//    every shard's hidden state ([2, nlayers, batch, nhid]: h and c); --resume on any number of
+//    ranks goes on from that chunk with those states.
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -103,7 +125,8 @@ std::pair<double, double> evaluate(RNNModel& model, const Tensor& source, int64_
 // What a checkpoint must agree on with this run for --resume to continue the same run.
 std::map<std::string, std::string> run_identity(const Options& o, const DistributedJob& job, int64_t ntoken) {
   return {{"seed", std::to_string(o.seed)},
-          {"ddp_world_size", o.ddp ? std::to_string(job.world) : "none"},
+          {"ddp_world_size", o.deterministic ? "any" : o.ddp ? std::to_string(job.world) : "none"},
+          {"deterministic_shards", o.deterministic ? std::to_string(o.shards) : "none"},
           {"batch_size", std::to_string(o.batch_size)},
           {"bptt", std::to_string(o.bptt)},
           {"ntoken", std::to_string(ntoken)},
@@ -114,11 +137,25 @@ std::map<std::string, std::string> run_identity(const Options& o, const Distribu
 }
 
 std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.safetensors"; }
+std::string hidden_path(const std::string& checkpoint) { return checkpoint + ".hidden"; }
+
+// The default generators' seed for shard `shard`'s forward in chunk `chunk` of epoch `epoch`
+// (Note [word_lm shards]): splitmix64 of the four, so neighbours get unrelated streams.
+uint64_t shard_seed(uint64_t seed, int epoch, int64_t chunk, int64_t shard) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull +
+               static_cast<uint64_t>(chunk) * 0x94D049BB133111EBull + static_cast<uint64_t>(shard) + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 struct RunState {
   int epochs_done = 0;
   double lr = 0.0;
   double best_val = std::numeric_limits<double>::infinity();
+  int64_t step = 0;           // training chunks run in all
+  int64_t chunks_done = 0;    // of epoch epochs_done + 1, by a --max-steps checkpoint
+  double loss_sum = 0.0, loss_count = 0.0;  // that epoch's shard losses so far, over all ranks
 };
 
 RunState resume_from(const Options& o, const DistributedJob& job, RNNModel& model, ember::optim::Optimizer& optimizer,
@@ -149,7 +186,17 @@ RunState resume_from(const Options& o, const DistributedJob& job, RNNModel& mode
   s.epochs_done = std::stoi(extra["epoch"]);
   s.lr = std::stod(extra["next_lr"]);
   s.best_val = std::stod(extra["best_val_loss"]);
+  if (extra.count("step")) s.step = std::stoll(extra["step"]);
+  if (extra.count("chunks_done")) {
+    s.chunks_done = std::stoll(extra["chunks_done"]);
+    s.loss_sum = std::stod(extra["train_loss_sum"]);
+    s.loss_count = std::stod(extra["train_loss_count"]);
+  }
   say(info, "word_lm: resumed from %s (epoch %d done, next lr %g)\n", path.c_str(), s.epochs_done, s.lr);
+  if (s.chunks_done > 0) {
+    say(info, "word_lm: resuming at chunk %lld of epoch %d (step %lld)\n", static_cast<long long>(s.chunks_done),
+        s.epochs_done + 1, static_cast<long long>(s.step));
+  }
   return s;
 }
 
@@ -163,6 +210,7 @@ void save_epoch(const Options& o, const DistributedJob& job, const RNNModel& mod
   extra["best_val_loss"] = fmt(s.best_val);
   extra["val_loss"] = fmt(r.val_loss);
   extra["test_loss"] = fmt(r.test_loss);
+  extra["step"] = std::to_string(s.step);
   const std::string dir = o.checkpoint_dir;
   ember::nn::save_checkpoint(dir + "/epoch-" + std::to_string(r.epoch) + ".safetensors", model, &optimizer, extra);
   if (best) ember::nn::save_checkpoint(dir + "/best.safetensors", model, &optimizer, extra);
@@ -292,9 +340,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
                                          static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))));
   const int threads = o.threads > 0 ? o.threads : std::max(1, cores / job.local_world);
   ember::set_num_threads(threads);
+  if (o.deterministic) ember::use_deterministic_algorithms(true);
+  EMBER_CHECK_T(ember::ValueError, !o.deterministic || o.shards >= job.world, "--deterministic: --shards ", o.shards,
+                " must be at least the number of ranks, ", job.world);
   for (const auto& [flag, n] : {std::pair<const char*, int64_t>{"--batch-size", o.batch_size},
                                 {"--eval-batch-size", o.eval_batch_size}}) {
-    EMBER_CHECK_T(ember::ValueError, n % job.world == 0, flag, " ", n,
+    EMBER_CHECK_T(ember::ValueError, o.deterministic || n % job.world == 0, flag, " ", n,
                   " counts the streams of all ranks; under --ddp it must divide evenly over the ", job.world,
                   " ranks");
   }
@@ -317,10 +368,17 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       o.data.c_str(), static_cast<long long>(splits.chapters), static_cast<long long>(splits.verses),
       train_ids.size(), valid_ids.size(), test_ids.size(), o.train_tokens ? " (--train-tokens)" : "",
       static_cast<long long>(vocab.size()), train_ids.empty() ? 0.0 : 100.0 * static_cast<double>(unk) / train_ids.size());
-  const int64_t rank_batch = o.batch_size / job.world, rank_eval = o.eval_batch_size / job.world;
-  const Tensor train_data = batchify(train_ids, o.batch_size, job.rank * rank_batch, rank_batch);
-  const Tensor valid_data = batchify(valid_ids, o.eval_batch_size, job.rank * rank_eval, rank_eval);
-  const Tensor test_data = batchify(test_ids, o.eval_batch_size, job.rank * rank_eval, rank_eval);
+  // --deterministic: this rank's shards [first_shard, last_shard) of shard_width streams each, and
+  // every stream of the held-out splits (Note [word_lm shards]).
+  const int64_t first_shard = job.rank * o.shards / job.world, last_shard = (job.rank + 1) * o.shards / job.world;
+  const int64_t shard_width = o.batch_size / o.shards;
+  const int64_t rank_batch = o.deterministic ? (last_shard - first_shard) * shard_width : o.batch_size / job.world;
+  const int64_t rank_eval = o.deterministic ? o.eval_batch_size : o.eval_batch_size / job.world;
+  const int64_t first_column = o.deterministic ? first_shard * shard_width : job.rank * rank_batch;
+  const int64_t first_eval = o.deterministic ? 0 : job.rank * rank_eval;
+  const Tensor train_data = batchify(train_ids, o.batch_size, first_column, rank_batch);
+  const Tensor valid_data = batchify(valid_ids, o.eval_batch_size, first_eval, rank_eval);
+  const Tensor test_data = batchify(test_ids, o.eval_batch_size, first_eval, rank_eval);
 
   // ---- model, optimizer, DDP ------------------------------------------------------------------
   ember::manual_seed(o.seed);
@@ -342,10 +400,24 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   if (o.ddp) {
     ember::parallel::DistributedDataParallelOptions ddpo;
     ddpo.timeout_ms = job.timeout_ms;
+    ddpo.deterministic = o.deterministic;
+    ddpo.num_shards = o.shards;
     ddp = std::make_shared<ember::parallel::DistributedDataParallel<RNNModel>>(model, job.group, ddpo);
     forward = [&](const Tensor& x, const RNNModel::State& h) { return (*ddp)(x, h); };
   }
   TruncatedBptt loop(forward, model->parameters(), optimizer, o.clip, o.bptt);
+  // --deterministic without --ddp: the same exact shard sum in this process alone.
+  std::unique_ptr<ember::parallel::DeterministicReducer> local_shards;
+  if (o.deterministic && !o.ddp) {
+    std::vector<Tensor> params;
+    std::vector<std::string> names;
+    for (auto& [name, p] : model->named_parameters()) {
+      params.push_back(p);
+      names.push_back(name);
+    }
+    local_shards = std::make_unique<ember::parallel::DeterministicReducer>(
+        params, names, nullptr, ember::parallel::DeterministicReducerOptions{.num_shards = o.shards});
+  }
 
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
@@ -363,11 +435,17 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
                                                  " ranks (" + job.group->backend_name() + " backend)")
                                                     .c_str()
                                               : "");
+  if (o.deterministic) {
+    say(info, "word_lm: --deterministic: %lld shards of %lld streams\n", static_cast<long long>(o.shards),
+        static_cast<long long>(shard_width));
+  }
 
   std::vector<EpochResult> results;
   const int64_t chunks = loop.num_chunks(train_data);
   const size_t epoch_tokens = static_cast<size_t>((train_data.size(0) - 1) * o.batch_size);
-  for (int epoch = state.epochs_done + 1; epoch <= o.epochs; ++epoch) {
+  int64_t step = state.step;
+  bool stopped = false;
+  for (int epoch = state.epochs_done + 1; epoch <= o.epochs && !stopped; ++epoch) {
     ember::manual_seed(ember_examples::epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
     optimizer.param_groups()[0].options().set_lr(state.lr);
     EpochResult r;
@@ -379,23 +457,144 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
                                     job.is_main() ? o.progress : ProgressMode::None, stderr, "tokens");
     const auto t0 = Clock::now();
     size_t seen = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      loop.step(train_data, c);
-      seen += static_cast<size_t>(std::min(o.bptt, train_data.size(0) - 1 - c * o.bptt) * o.batch_size);
-      bar.update(seen, loop.total_loss() / static_cast<double>(c + 1));
+    // --deterministic (Note [word_lm shards]): this epoch's shard losses before this run (all
+    // ranks) and in it (this rank's).
+    const bool resumed_epoch = epoch == state.epochs_done + 1 && state.chunks_done > 0;
+    const double carried_sum = resumed_epoch ? state.loss_sum : 0.0, carried_count = resumed_epoch ? state.loss_count : 0.0;
+    double shard_loss_sum = 0.0, shard_losses = 0.0;
+    if (o.deterministic) {
+      const int64_t held = last_shard - first_shard;
+      std::vector<RNNModel::State> hidden(static_cast<size_t>(held));
+      Tensor saved;  // [2, nlayers, batch, nhid] from the --max-steps checkpoint
+      if (resumed_epoch) saved = ember::load_safetensors_map(hidden_path(last_checkpoint_path(o.checkpoint_dir))).at("state");
+      for (int64_t j = 0; j < held; ++j) {
+        if (!resumed_epoch) {
+          hidden[static_cast<size_t>(j)] = model->init_hidden(shard_width);
+          continue;
+        }
+        const Tensor cols = ember::narrow(saved, 2, (first_shard + j) * shard_width, shard_width);
+        hidden[static_cast<size_t>(j)] = {ember::contiguous(ember::select(cols, 0, 0)),
+                                          ember::contiguous(ember::select(cols, 0, 1))};
+      }
+      const std::vector<Tensor> params = model->parameters();
+      for (int64_t c = resumed_epoch ? state.chunks_done : 0; c < chunks && !stopped; ++c) {
+        const int64_t i = c * o.bptt, len = std::min(o.bptt, train_data.size(0) - 1 - i);
+        optimizer.zero_grad();
+        for (int64_t j = 0; j < held; ++j) {
+          const bool last = j + 1 == held;
+          const Tensor x = ember::contiguous(ember::narrow(ember::narrow(train_data, 0, i, len), 1, j * shard_width, shard_width));
+          const Tensor y = ember::reshape(
+              ember::contiguous(ember::narrow(ember::narrow(train_data, 0, i + 1, len), 1, j * shard_width, shard_width)),
+              {-1});
+          RNNModel::State& h = hidden[static_cast<size_t>(j)];
+          h = repackage_hidden(h);
+          ember::manual_seed(shard_seed(o.seed, epoch, c, first_shard + j));
+          if (local_shards) {
+            local_shards->set_sync(last);
+            local_shards->prepare_for_backward(nullptr);
+          }
+          auto run = [&] {
+            auto [logits, next] = ddp ? (*ddp)(x, h) : model->forward(x, h);
+            h = next;
+            const Tensor loss = ember::nn::F::cross_entropy(logits, y);
+            loss.backward();
+            return loss.item();
+          };
+          if (ddp && !last) {
+            auto no_sync = ddp->no_sync();
+            shard_loss_sum += run();
+          } else {
+            shard_loss_sum += run();
+          }
+          shard_losses += 1.0;
+        }
+        ember::nn::utils::clip_grad_norm_(params, o.clip);
+        optimizer.step();
+        ++step;
+        seen += static_cast<size_t>(len * o.batch_size);
+        bar.update(seen, shard_loss_sum / shard_losses);
+        if (o.max_steps > 0 && step >= o.max_steps) {
+          // Every shard's state on rank 0 (Note [word_lm shards]): each rank fills its columns of
+          // a zero [2, nlayers, batch, nhid]; rank 0 takes each shard's columns from its holder.
+          std::vector<Tensor> mine;
+          for (const auto& st : hidden) mine.push_back(ember::stack({std::get<0>(st), std::get<1>(st)}, 0));
+          const int64_t before = first_column, after = o.batch_size - first_column - rank_batch;
+          const auto zeros_of = [&](int64_t n) {
+            return ember::zeros({2, mc.nlayers, n, mc.nhid}, ember::TensorOptions(ember::kFloat32));
+          };
+          std::vector<Tensor> parts;
+          if (before > 0) parts.push_back(zeros_of(before));
+          parts.insert(parts.end(), mine.begin(), mine.end());
+          if (after > 0) parts.push_back(zeros_of(after));
+          const Tensor full = ember::cat(parts, 2);
+          Tensor all = full;
+          if (job.world > 1) {
+            std::vector<Tensor> gathered;
+            for (int q = 0; q < job.world; ++q) gathered.push_back(ember::empty_like(full));
+            job.group->all_gather(gathered, full)->wait(job.timeout_ms);
+            std::vector<Tensor> cols;
+            for (int q = 0; q < job.world; ++q) {
+              const int64_t a = q * o.shards / job.world * shard_width, b = (q + 1) * o.shards / job.world * shard_width;
+              if (b > a) cols.push_back(ember::narrow(gathered[static_cast<size_t>(q)], 2, a, b - a));
+            }
+            all = ember::cat(cols, 2);
+          }
+          const std::vector<double> so_far = job.sum({shard_loss_sum, shard_losses});
+          RunState at = state;
+          at.lr = state.lr;
+          at.epochs_done = epoch - 1;
+          at.step = step;
+          at.chunks_done = c + 1;
+          at.loss_sum = carried_sum + so_far[0];
+          at.loss_count = carried_count + so_far[1];
+          if (job.is_main()) {
+            std::filesystem::create_directories(o.checkpoint_dir);
+            auto extra = run_identity(o, job, mc.ntoken);
+            extra["epoch"] = std::to_string(at.epochs_done);
+            extra["next_lr"] = fmt(at.lr);
+            extra["best_val_loss"] = fmt(at.best_val);
+            extra["step"] = std::to_string(at.step);
+            extra["chunks_done"] = std::to_string(at.chunks_done);
+            extra["train_loss_sum"] = fmt(at.loss_sum);
+            extra["train_loss_count"] = fmt(at.loss_count);
+            const std::string path = last_checkpoint_path(o.checkpoint_dir);
+            ember::save_safetensors(hidden_path(path), {{"state", all}});
+            ember::nn::save_checkpoint(path, *model, &optimizer, extra);
+          }
+          job.barrier();  // the checkpoint is on disk before anyone goes on
+          say(info, "word_lm: stopped after step %lld (--max-steps), at chunk %lld of epoch %d\n",
+              static_cast<long long>(step), static_cast<long long>(c + 1), epoch);
+          stopped = true;
+        }
+      }
+    } else {
+      for (int64_t c = 0; c < chunks; ++c) {
+        loop.step(train_data, c);
+        ++step;
+        seen += static_cast<size_t>(std::min(o.bptt, train_data.size(0) - 1 - c * o.bptt) * o.batch_size);
+        bar.update(seen, loop.total_loss() / static_cast<double>(c + 1));
+      }
     }
     r.epoch_s = std::chrono::duration<double>(Clock::now() - t0).count();
     bar.finish();
+    if (stopped) break;
 
     const auto e0 = Clock::now();
     const auto [val_sum, val_n] = evaluate(*model, valid_data, o.bptt);
     const auto [test_sum, test_n] = evaluate(*model, test_data, o.bptt);
-    const std::vector<double> totals = job.sum({loop.total_loss(), static_cast<double>(chunks), val_sum, val_n,
-                                                test_sum, test_n});
     const double eval_s = std::chrono::duration<double>(Clock::now() - e0).count();
-    r.train_loss = totals[0] / totals[1];
-    r.val_loss = totals[2] / totals[3];
-    r.test_loss = totals[4] / totals[5];
+    if (o.deterministic) {  // every rank evaluated every stream (Note [word_lm shards])
+      const std::vector<double> totals = job.sum({shard_loss_sum, shard_losses});
+      r.train_loss = (carried_sum + totals[0]) / (carried_count + totals[1]);
+      r.val_loss = val_sum / val_n;
+      r.test_loss = test_sum / test_n;
+    } else {
+      const std::vector<double> totals = job.sum({loop.total_loss(), static_cast<double>(chunks), val_sum, val_n,
+                                                  test_sum, test_n});
+      r.train_loss = totals[0] / totals[1];
+      r.val_loss = totals[2] / totals[3];
+      r.test_loss = totals[4] / totals[5];
+    }
     r.tokens_per_s = r.epoch_s > 0 ? static_cast<double>(epoch_tokens) / r.epoch_s : 0.0;
 
     const bool best = r.val_loss < state.best_val;
@@ -405,6 +604,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       state.lr /= 4.0;  // anneal: no improvement on validation
     }
     state.epochs_done = epoch;
+    state.step = step;
+    state.chunks_done = 0;
     if (job.is_main()) {
       save_epoch(o, job, *model, optimizer, mc.ntoken, r, state, best);
       append_metrics(o, job, r, state.lr, threads, eval_s,

@@ -9,11 +9,9 @@
 // 384 training words (--limit 64) in global batches of 48 over 8 shards of 6: 8 steps an epoch.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <map>
 #include <string>
 
-#include "core/serialization.h"
+#include "tests/examples/deterministic_state_hash.h"
 #include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/rnn_dp_test_util.h"
 
@@ -25,22 +23,7 @@ namespace fs = std::filesystem;
 const std::string kArgs = "--limit 64 --batch-size 48 --epochs 3 --max-steps 20 --dropout 0.3 --progress none";
 const std::string kDet = kArgs + " --deterministic --shards 8";
 
-// SHA-256 (sha256sum) of every tensor of a checkpoint, in name order: name, NUL, raw bytes.
-std::string state_sha256(const fs::path& checkpoint) {
-  const auto tensors = ember::load_safetensors_map(checkpoint.string());
-  EXPECT_GT(tensors.size(), 7u) << checkpoint;
-  const fs::path dump = checkpoint.string() + ".dump";
-  {
-    std::ofstream out(dump, std::ios::binary);
-    for (const auto& [name, t] : std::map<std::string, ember::Tensor>(tensors.begin(), tensors.end())) {
-      out.write(name.c_str(), static_cast<std::streamsize>(name.size() + 1));
-      out.write(static_cast<const char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
-    }
-  }
-  RunResult r = rnn_dp_test::run_command("sha256sum " + dump.string());
-  EXPECT_EQ(r.exit_code, 0) << r.output;
-  return r.output.substr(0, 64);
-}
+std::string state_sha256(const fs::path& checkpoint) { return deterministic_test::state_sha256(checkpoint, 8); }
 
 class RnnDpDeterministic : public rnn_dp_test::RunDirTest {
  protected:

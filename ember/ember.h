@@ -1,8 +1,8 @@
 // ember: the umbrella header. Includes the public API of every layer:
 // core (tensors, devices, allocator, generator, serialization), autograd (differentiable ops,
 // engine, custom functions), nn (modules, layers, RNNs over packed sequences, losses,
-// optimizers), data (datasets, samplers, DataLoader) and parallel (DataParallel, process
-// groups, DistributedDataParallel).
+// optimizers), data (datasets, samplers, DataLoader), parallel (DataParallel, process
+// groups, DistributedDataParallel) and tensorboard (SummaryWriter).
 #pragma once
 
 #include "core/allocator.h"
@@ -68,3 +68,5 @@
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/found_inf_sync.h"
+
+#include "tensorboard/summary_writer.h"

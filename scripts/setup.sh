@@ -6,7 +6,8 @@
 #   example  examples/rnn_dp's data: Debian's word lists in /usr/share/dict
 #   tests    GoogleTest, Google Benchmark, word_lm's corpus (bible-kjv-text), a one-node Slurm
 #            (rnn_dp_launchers_test's srun), clang + libFuzzer (fuzz/), Doxygen (the API
-#            reference step, scripts/api_docs.sh)
+#            reference step, scripts/api_docs.sh), python3-venv and Chromium (the TensorBoard
+#            tests: scripts/tensorboard_venv.sh, a headless browser on TensorBoard's page)
 #   docs     Doxygen alone
 #   torch    Debian's python3-torch and libtorch-dev: the PyTorch / LibTorch peers of the parity
 #            tests and benchmarks (python3-torch is ~1 GB; libtorch-dev adds ~2 MB)
@@ -18,7 +19,7 @@ set -euo pipefail
 declare -A group=(
   [build]="build-essential cmake ninja-build pkg-config libopenblas-dev libboost-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev"
   [example]="wamerican wngerman wfrench witalian wspanish wdutch"
-  [tests]="libgtest-dev libgmock-dev libbenchmark-dev bible-kjv-text slurmctld slurmd slurm-client clang libclang-rt-dev doxygen"
+  [tests]="libgtest-dev libgmock-dev libbenchmark-dev bible-kjv-text slurmctld slurmd slurm-client clang libclang-rt-dev doxygen python3-venv chromium"
   [docs]="doxygen"
   [torch]="python3-torch python3-numpy libtorch-dev"
 )

@@ -21,7 +21,7 @@ list(JOIN _folders "|" _alternatives)
 # Left out: a header that includes a private dependency's header (or CUDA's: those are the
 # device code's own, see core/cuda/), and, until nothing changes, a header that includes a
 # header left out.
-set(_private "#include <(boost/|nlohmann/|mpi\\.h>|nccl\\.h>|cuda[a-z_]*\\.h>|cublas[a-z_0-9]*\\.h>|cudnn\\.h>)")
+set(_private "#include <(boost/|nlohmann/|CLI/|mpi\\.h>|nccl\\.h>|cuda[a-z_]*\\.h>|cublas[a-z_0-9]*\\.h>|cudnn\\.h>)")
 set(_left_out "")
 foreach(_h IN LISTS _headers)
   file(READ "${EMBER_HEADERS_SOURCE_DIR}/${_h}" _text)

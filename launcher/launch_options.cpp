@@ -1,116 +1,101 @@
 #include "launcher/launch_options.h"
 
-#include <charconv>
-#include <functional>
-#include <map>
+#include "core/cli.h"
 
 namespace ember::launcher {
 
 namespace {
 
-int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    throw UsageError("--" + flag + " expects an integer, got '" + text + "'");
-  if (v < lo || v > hi)
-    throw UsageError("--" + flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                     "], got " + text);
-  return v;
-}
+using ember::cli::int_in;
+using ember::cli::not_empty;
 
-std::string normalize(std::string name) {
-  for (auto& c : name)
-    if (c == '_') c = '-';
-  return name;
+// Every flag with both spellings, --dashes and torchrun's --under_scores; writes into `o`.
+std::unique_ptr<CLI::App> command_line(LaunchOptions& o) {
+  auto app = ember::cli::make_app(
+      "ember-run",
+      "Starts N worker processes of `program` on this node (rank = node_rank * N + local_rank), sets RANK, "
+      "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, EMBER_STORE_TOKEN and "
+      "EMBER_RESTART_COUNT/TORCHELASTIC_RESTART_COUNT for each, hosts the TCPStore on node 0 "
+      "(TORCHELASTIC_USE_AGENT_STORE=True tells rank 0 not to host one), prefixes every output line with "
+      "\"[rank N]: \", and when a worker fails stops the others and restarts the group up to K times. Exits with "
+      "the failing worker's code (128 + signal for a signal). With --nnodes > 1, export the same "
+      "EMBER_STORE_TOKEN on every node and give --master-port; --local-addr tells the workers this node's address "
+      "(EMBER_TCP_HOST). Restarts are rounds counted in node 0's store: a failure on any node moves every node to "
+      "the next round, and a node (re)started late joins the current one.",
+      "program [args...]");
+  // Everything from the first argument that is not a flag (the program), or after "--", is the
+  // program's: CLI11 leaves it in remaining().
+  app->prefix_command();
+  auto names = [](const std::string& dashed) {
+    std::string under = dashed;
+    for (size_t i = 2; i < under.size(); ++i)
+      if (under[i] == '-') under[i] = '_';
+    return under == dashed ? dashed : dashed + "," + under;
+  };
+  app->add_option(names("--nproc-per-node"), o.nproc_per_node, "worker processes on this node")
+      ->check(int_in(1, 4096))
+      ->type_name("N");
+  app->add_option(names("--nnodes"), o.nnodes, "nodes")->check(int_in(1, 65536))->type_name("M");
+  app->add_option(names("--node-rank"), o.node_rank, "this node's rank")->check(int_in(0, 65535))->type_name("R");
+  app->add_option(names("--master-addr"), o.master_addr, "node 0's address (the store's host)")
+      ->check(not_empty())
+      ->type_name("A");
+  app->add_option(names("--master-port"), o.master_port, "the store's port; 0 picks a free one (single node only)")
+      ->check(int_in(0, 65535))
+      ->type_name("P");
+  app->add_option(names("--local-addr"), o.local_addr, "this node's address for the other ranks (EMBER_TCP_HOST)")
+      ->check(not_empty())
+      ->type_name("A");
+  app->add_option(names("--max-restarts"), o.max_restarts, "restarts of the group after a failure")
+      ->check(int_in(0, 1000000))
+      ->type_name("K");
+  app->add_option(names("--log-dir"), o.log_dir, "also write each rank's output to D/rank_N.log")
+      ->check(not_empty())
+      ->type_name("D");
+  app->add_option(names("--monitor-interval-ms"), o.monitor_interval_ms, "how often the workers are checked")
+      ->check(int_in(1, 3'600'000))
+      ->type_name("MS");
+  app->add_option(names("--stop-timeout-ms"), o.stop_timeout_ms, "SIGTERM to SIGKILL grace when stopping workers")
+      ->check(int_in(0, 3'600'000))
+      ->type_name("MS");
+  app->add_option_function<std::string>(
+         names("--cpu-bind"), [&o](const std::string& v) { o.cpu_bind = v == "auto"; },
+         "auto (as mpirun's --bind-to core): each local rank runs on its own block of the CPUs ember-run may "
+         "use, when there are at least as many as ranks; none leaves the workers unbound")
+      ->check(ember::cli::one_of({"auto", "none"}))
+      ->default_str("auto")
+      ->type_name("MODE");
+  return app;
 }
 
 }  // namespace
 
 std::string usage_text() {
-  return "usage: ember-run [--nproc-per-node N] [--nnodes M --node-rank R --master-addr A "
-         "--master-port P]\n"
-         "                 [--local-addr A] [--max-restarts K] [--log-dir D] [--monitor-interval-ms MS]\n"
-         "                 [--stop-timeout-ms MS] [--cpu-bind auto|none] program [args...]\n"
-         "\n"
-         "Starts N worker processes of `program` on this node (rank = node_rank * N + local_rank),\n"
-         "sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,\n"
-         "EMBER_STORE_TOKEN and EMBER_RESTART_COUNT/TORCHELASTIC_RESTART_COUNT for each, hosts the\n"
-         "TCPStore on node 0 (TORCHELASTIC_USE_AGENT_STORE=True tells rank 0 not to host one),\n"
-         "prefixes every output line with \"[rank N]: \", and when a worker fails\n"
-         "stops the others and restarts the group up to K times. Exits with the failing worker's\n"
-         "code (128 + signal for a signal). With --nnodes > 1, export the same EMBER_STORE_TOKEN on\n"
-         "every node and give --master-port; --local-addr tells the workers this node's address\n"
-         "(EMBER_TCP_HOST). Restarts are rounds counted in node 0's store: a failure on any node\n"
-         "moves every node to the next round, and a node (re)started late joins the current one.\n"
-         "--cpu-bind auto (the default, as mpirun's --bind-to core)\n"
-         "runs each local rank on its own block of the CPUs ember-run may use, when there are at least\n"
-         "as many as ranks; none leaves the workers unbound.\n";
+  LaunchOptions o;
+  return command_line(o)->help();
 }
 
 LaunchOptions parse_launch_options(int argc, const char* const* argv) {
   LaunchOptions o;
-  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
-  const std::map<std::string, Setter> flags = {
-      {"nproc-per-node", [&](auto& f, auto& v) { o.nproc_per_node = int(parse_int(f, v, 1, 4096)); }},
-      {"nnodes", [&](auto& f, auto& v) { o.nnodes = int(parse_int(f, v, 1, 65536)); }},
-      {"node-rank", [&](auto& f, auto& v) { o.node_rank = int(parse_int(f, v, 0, 65535)); }},
-      {"master-addr", [&](auto& f, auto& v) {
-         if (v.empty()) throw UsageError("--" + f + " must not be empty");
-         o.master_addr = v;
-       }},
-      {"master-port", [&](auto& f, auto& v) { o.master_port = int(parse_int(f, v, 0, 65535)); }},
-      {"local-addr", [&](auto& f, auto& v) {
-         if (v.empty()) throw UsageError("--" + f + " must not be empty");
-         o.local_addr = v;
-       }},
-      {"max-restarts", [&](auto& f, auto& v) { o.max_restarts = int(parse_int(f, v, 0, 1000000)); }},
-      {"log-dir", [&](auto& f, auto& v) {
-         if (v.empty()) throw UsageError("--" + f + " must not be empty");
-         o.log_dir = v;
-       }},
-      {"monitor-interval-ms",
-       [&](auto& f, auto& v) { o.monitor_interval_ms = parse_int(f, v, 1, 3'600'000); }},
-      {"stop-timeout-ms", [&](auto& f, auto& v) { o.stop_timeout_ms = parse_int(f, v, 0, 3'600'000); }},
-      {"cpu-bind", [&](auto& f, auto& v) {
-         if (v != "auto" && v != "none") throw UsageError("--" + f + " expects auto or none, got '" + v + "'");
-         o.cpu_bind = v == "auto";
-       }},
-  };
-  bool master_port_given = false;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg == "-h" || arg == "--help") {
-      o.help = true;
-      return o;
-    }
-    if (arg.size() < 2 || arg[0] != '-') break;  // the program
-    if (arg.rfind("--", 0) != 0) throw UsageError("unknown option '" + arg + "'");
-    std::string name = arg.substr(2), value;
-    bool has_value = false;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_value = true;
-    }
-    name = normalize(name);
-    auto it = flags.find(name);
-    if (it == flags.end()) throw UsageError("unknown option '--" + name + "'");
-    if (!has_value) {
-      if (i + 1 >= argc) throw UsageError("--" + name + " needs a value");
-      value = argv[++i];
-    }
-    it->second(name, value);
-    if (name == "master-port") master_port_given = true;
+  auto app = command_line(o);
+  try {
+    app->parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    o.help = true;
+    return o;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
   }
-  if (i >= argc) throw UsageError("no program to run");
-  o.program = argv[i];
-  for (++i; i < argc; ++i) o.program_args.emplace_back(argv[i]);
+  std::vector<std::string> rest = app->remaining();
+  if (!rest.empty() && rest.front() == "--") {
+    rest.erase(rest.begin());
+  } else if (!rest.empty() && rest.front().size() > 1 && rest.front()[0] == '-') {
+    throw UsageError("unknown option '" + rest.front() + "'");
+  }
+  if (rest.empty()) throw UsageError("no program to run");
+  o.program = rest.front();
+  o.program_args.assign(rest.begin() + 1, rest.end());
+  const bool master_port_given = app->count("--master-port") > 0;
   if (o.node_rank >= o.nnodes)
     throw UsageError("--node-rank must be below --nnodes (" + std::to_string(o.nnodes) + "), got " +
                      std::to_string(o.node_rank));

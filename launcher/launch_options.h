@@ -1,7 +1,7 @@
-// LaunchOptions: ember-run's command line, parsed by hand (no dependencies). Parsing stops
-// at the first argument that is not an option (the program) or after "--"; everything from
-// there on belongs to the program. Flags accept "--flag value" and "--flag=value", with
-// dashes or torchrun's underscores (--nproc_per_node).
+// LaunchOptions: ember-run's command line (CLI11; the usage is generated from the flags).
+// Parsing stops at the first argument that is not an option (the program) or after "--";
+// everything from there on belongs to the program. Flags accept "--flag value" and
+// "--flag=value", with dashes or torchrun's underscores (--nproc_per_node).
 #pragma once
 #include <cstdint>
 #include <stdexcept>
@@ -43,7 +43,7 @@ class UsageError : public std::runtime_error {
 /// Parses argv[1..argc) (argv[0] is ember-run itself). Throws UsageError.
 LaunchOptions parse_launch_options(int argc, const char* const* argv);
 
-/// The one-paragraph usage text printed by --help and after a UsageError.
+/// The usage text printed by --help and after a UsageError, generated from the flags.
 std::string usage_text();
 
 }  // namespace ember::launcher

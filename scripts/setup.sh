@@ -2,7 +2,7 @@
 # setup.sh [GROUP...]: installs the Debian 12 packages ember needs, by purpose. Idempotent:
 # quiet when all are present. Needs root or sudo.
 #   build    compiler, CMake, Ninja; the libraries ember links: OpenBLAS, Boost.Asio (headers),
-#            nlohmann-json (headers), OpenMPI (the mpi backend, and mpirun to launch jobs)
+#            nlohmann-json and CLI11 (headers), OpenMPI (the mpi backend, and mpirun to launch jobs)
 #   example  examples/rnn_dp's data: Debian's word lists in /usr/share/dict
 #   tests    GoogleTest, Google Benchmark, word_lm's corpus (bible-kjv-text), a one-node Slurm
 #            (rnn_dp_launchers_test's srun), clang + libFuzzer (fuzz/), Doxygen (the API
@@ -17,7 +17,7 @@
 # ./scripts/run_example.sh asks for build + example; ./scripts/test.sh for all of them.
 set -euo pipefail
 declare -A group=(
-  [build]="build-essential cmake ninja-build pkg-config libopenblas-dev libboost-dev nlohmann-json3-dev openmpi-bin libopenmpi-dev"
+  [build]="build-essential cmake ninja-build pkg-config libopenblas-dev libboost-dev nlohmann-json3-dev libcli11-dev openmpi-bin libopenmpi-dev"
   [example]="wamerican wngerman wfrench witalian wspanish wdutch"
   [tests]="libgtest-dev libgmock-dev libbenchmark-dev bible-kjv-text slurmctld slurmd slurm-client clang libclang-rt-dev doxygen python3-venv chromium"
   [docs]="doxygen"

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   try {
     options = rnn_dp::parse_options(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rnn_dp: %s\n", e.what());
+    std::fprintf(stderr, "rnn_dp: %s\n\n%s", e.what(), rnn_dp::usage().c_str());
     return 2;
   }
   if (options.help) {

@@ -8,17 +8,17 @@ namespace rnn_dp {
 namespace {
 
 using ember::ValueError;
-using ember_examples::parse_bool;
-using ember_examples::parse_double;
-using ember_examples::parse_int;
+using ember::cli::at_least;
+using ember::cli::number_in;
+using ember::cli::one_of;
 
-std::vector<ember::Device> parse_devices(const std::string& flag, const std::string& v) {
+std::vector<ember::Device> parse_devices(const std::string& v) {
   std::vector<ember::Device> out;
   size_t start = 0;
   while (start <= v.size()) {
     const size_t comma = v.find(',', start);
     const std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    EMBER_CHECK_T(ValueError, !item.empty(), flag, ": empty device in '", v, "' (expected e.g. cpu:0,cpu:1)");
+    EMBER_CHECK_T(ValueError, !item.empty(), "--devices: empty device in '", v, "' (expected e.g. cpu:0,cpu:1)");
     out.emplace_back(item);  // ember::Device throws ValueError for a bad spec
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -26,133 +26,113 @@ std::vector<ember::Device> parse_devices(const std::string& flag, const std::str
   return out;
 }
 
+// The command line: every flag, its value's check and its help line. Writes into `o`.
+std::unique_ptr<CLI::App> command_line(Options& o) {
+  auto app = ember::cli::make_app(
+      "rnn_dp",
+      "Trains the PyTorch FAQ's pack -> LSTM -> unpack model (Embedding(257, 32) -> LSTM(32, 128) -> mean over "
+      "valid positions -> Linear(128, 6)) to tell the language of a word, under DataParallel (or "
+      "DistributedDataParallel with --ddp).");
+  auto& a = *app;
+  a.add_option("--epochs", o.epochs, "epochs to train")->check(at_least(1))->type_name("N");
+  a.add_option_function<std::string>(
+       "--devices", [&o](const std::string& v) { o.devices = parse_devices(v); },
+       "comma-separated devices (default: all CUDA GPUs, else cpu:0,cpu:1)")
+      ->type_name("LIST");
+  a.add_flag("--single-device", o.single_device, "no DataParallel: train on the first device only")
+      ->disable_flag_override();
+  ember_examples::add_job_flags(a, {o.ddp, o.backend, o.timeout_s, o.seed, o.threads, o.resume},
+                                "nccl with GPUs, under mpirun too; else mpi under mpirun, tcp otherwise");
+  a.get_option("--threads")
+      ->description("intra-op threads per device (default: cores / devices, at least 1); the pool is "
+                    "process-wide, a replica finding it busy computes inline")
+      ->default_str("");
+  a.add_flag("--zero", o.zero,
+             "--ddp: shard Adam's state over the ranks (ZeroRedundancyOptimizer); checkpoints hold it whole, so "
+             "they resume with or without --zero")
+      ->disable_flag_override();
+  a.add_flag("--uneven", o.uneven,
+             "--ddp: shard the data without padding (each word once per epoch), so ranks may get different "
+             "numbers of batches; the training loop runs inside DistributedDataParallel::join")
+      ->disable_flag_override();
+  a.add_option("--workers", o.workers, "forked DataLoader workers (0 loads in the main process)")
+      ->check(at_least(0))
+      ->type_name("N");
+  a.add_option("--batch-size", o.batch_size, "training batch")->check(at_least(1))->type_name("N");
+  a.add_option("--eval-batch-size", o.eval_batch_size, "evaluation batch")->check(at_least(1))->type_name("N");
+  a.add_option("--lr", o.lr, "Adam learning rate")->check(ember::cli::positive())->type_name("X");
+  a.add_option_function<int64_t>(
+       "--limit", [&o](const int64_t& n) { o.limit = static_cast<size_t>(n); },
+       "N train and N test words per language, spread evenly over each split")
+      ->check(at_least(1))
+      ->type_name("N");
+  a.add_option_function<std::string>(
+       "--batch-first", [&o](const std::string& v) { o.batch_first = v == "true" || v == "1"; },
+       "true: input [B x T]; false: [T x B], scattered on dim 1")
+      ->check(one_of({"true", "1", "false", "0"}))
+      ->default_str("true")
+      ->type_name("B");
+  a.add_flag_callback(
+       "--no-total-length", [&o] { o.total_length = false; },
+       "unpack without total_length: DataParallel then fails, as in the FAQ")
+      ->disable_flag_override();
+  a.add_option("--augment", o.augment_p, "drop one random byte of a training word with probability P")
+      ->check(number_in(0, 1, false, "a probability"))
+      ->type_name("P");
+  a.add_option("--dropout", o.dropout,
+               "dropout on the pooled LSTM features; each sample's mask comes from the seed and its global "
+               "position, not from the rank")
+      ->check(number_in(0, 1, true, "a probability"))
+      ->type_name("P");
+  a.add_flag("--deterministic", o.deterministic,
+             "world-size-invariant training: each global batch is --shards shards, each its own "
+             "forward/backward, gradients summed exactly; the same bits at any number of ranks, devices, threads "
+             "and workers (docs/DETERMINISM.md)")
+      ->disable_flag_override();
+  a.add_option("--shards", o.shards, "--deterministic: virtual shards per global batch")
+      ->check(at_least(1))
+      ->type_name("N");
+  a.add_option("--amp", o.amp,
+               "mixed precision: autocast on the training device; fp16 adds a dynamic loss scale (GradScaler), "
+               "whose skipped steps every --ddp rank shares")
+      ->check(one_of({"bf16", "fp16"}))
+      ->type_name("DTYPE");
+  a.get_option("--resume")
+      ->description("continue from the last checkpoint in --checkpoint-dir, on any number of ranks (or none): "
+                    "the same global sample order goes on");
+  a.add_option("--checkpoint-every", o.checkpoint_every,
+               "also write the last checkpoint every N training steps (mid-epoch)")
+      ->check(at_least(1))
+      ->default_str("")
+      ->type_name("N");
+  a.add_option("--max-steps", o.max_steps, "stop after N training steps in all, writing a checkpoint there")
+      ->check(at_least(1))
+      ->default_str("")
+      ->type_name("N");
+  a.add_option("--checkpoint-dir", o.checkpoint_dir, "one checkpoint per epoch")->type_name("DIR");
+  a.add_option("--metrics", o.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
+  a.add_option("--dict-dir", o.dict_dir, "where the word lists are")->type_name("DIR");
+  a.add_option_function<std::string>(
+       "--progress", [&o](const std::string& v) { o.progress = ember_examples::progress_mode_from_string(v); },
+       "auto: a bar on a terminal, else lines")
+      ->check(one_of({"auto", "tty", "lines", "none"}))
+      ->default_str("auto")
+      ->type_name("MODE");
+  return app;
+}
+
 }  // namespace
 
 std::string usage() {
-  return R"(usage: rnn_dp [options]
-Trains the PyTorch FAQ's pack -> LSTM -> unpack model (Embedding(257, 32) -> LSTM(32, 128) ->
-mean over valid positions -> Linear(128, 6)) to tell the language of a word, under DataParallel (or DistributedDataParallel with --ddp).
-
-  --epochs N            epochs to train (default 3)
-  --devices LIST        comma-separated devices (default: all CUDA GPUs, else cpu:0,cpu:1)
-  --single-device       no DataParallel: train on the first device only
-  --ddp                 DistributedDataParallel, one rank per process: run under
-                        `ember-run --nproc-per-node N` or `mpirun -np N`; --batch-size is
-                        the global batch (each rank takes batch/N), rank 0 prints and
-                        checkpoints
-  --backend NAME        --ddp: tcp | mpi | nccl (default: nccl with GPUs, under mpirun
-                        too; else mpi under mpirun, tcp otherwise)
-  --timeout S           --ddp: seconds any collective may take before it fails (default 300)
-  --zero                --ddp: shard Adam's state over the ranks (ZeroRedundancyOptimizer);
-                        checkpoints hold it whole, so they resume with or without --zero
-  --uneven              --ddp: shard the data without padding (each word once per epoch), so
-                        ranks may get different numbers of batches; the training loop runs
-                        inside DistributedDataParallel::join (PyTorch's ddp.join())
-  --workers N           forked DataLoader workers (default 2; 0 loads in the main process)
-  --threads N           intra-op threads per device (default: cores / devices, at least 1);
-                        the pool is process-wide, a replica finding it busy computes inline
-  --batch-size N        training batch (default 64)
-  --lr X                Adam learning rate (default 0.003)
-  --seed N              seed of initialization, shuffling and workers (default 0)
-  --limit N             N train and N test words per language, spread evenly over each split
-  --batch-first B       true: input [B x T]; false: [T x B], scattered on dim 1 (default true)
-  --no-total-length     unpack without total_length: DataParallel then fails, as in the FAQ
-  --augment P           drop one random byte of a training word with probability P (default 0)
-  --dropout P           dropout on the pooled LSTM features (default 0); each sample's mask
-                        comes from the seed and its global position, not from the rank
-  --deterministic       world-size-invariant training: each global batch is --shards shards,
-                        each its own forward/backward, gradients summed exactly; the same
-                        bits at any number of ranks, devices, threads and workers
-                        (docs/DETERMINISM.md)
-  --shards N            --deterministic: virtual shards per global batch (default 8)
-  --amp DTYPE           mixed precision: bf16 | fp16 (autocast on the training device; fp16 adds a
-                        dynamic loss scale, GradScaler, whose skipped steps every --ddp rank shares)
-  --resume              continue from the last checkpoint in --checkpoint-dir, on any number
-                        of ranks (or none): the same global sample order goes on
-  --checkpoint-every N  also write the last checkpoint every N training steps (mid-epoch)
-  --max-steps N         stop after N training steps in all, writing a checkpoint there
-  --checkpoint-dir DIR  one checkpoint per epoch (default runs/rnn_dp/checkpoints)
-  --metrics PATH        JSON lines, one per epoch, appended (default runs/rnn_dp/metrics.jsonl)
-  --dict-dir DIR        where the word lists are (default /usr/share/dict)
-  --progress MODE       auto | tty | lines | none (default auto: a bar on a terminal, else lines)
-  --help                this text
-)";
+  Options o;
+  return command_line(o)->help();
 }
 
 Options parse_options(int argc, const char* const* argv) {
   Options o;
-  const ember_examples::JobFlags job{o.ddp, o.backend, o.timeout_s, o.seed, o.threads, o.resume};
-  for (ember_examples::ArgReader args(argc, argv); args.next();) {
-    if (ember_examples::parse_job_flag(args, job)) continue;
-    const std::string& arg = args.flag();
-    auto take = [&]() -> const std::string& { return args.value(); };
-    auto no_value = [&] { args.no_value(); };
-
-    if (arg == "--help" || arg == "-h") {
-      no_value();
-      o.help = true;
-    } else if (arg == "--epochs") {
-      o.epochs = static_cast<int>(parse_int(arg, take(), 1));
-    } else if (arg == "--devices") {
-      o.devices = parse_devices(arg, take());
-    } else if (arg == "--single-device") {
-      no_value();
-      o.single_device = true;
-    } else if (arg == "--zero") {
-      no_value();
-      o.zero = true;
-    } else if (arg == "--uneven") {
-      no_value();
-      o.uneven = true;
-    } else if (arg == "--checkpoint-every") {
-      o.checkpoint_every = parse_int(arg, take(), 1);
-    } else if (arg == "--max-steps") {
-      o.max_steps = parse_int(arg, take(), 1);
-    } else if (arg == "--workers") {
-      o.workers = static_cast<int>(parse_int(arg, take(), 0));
-    } else if (arg == "--batch-size") {
-      o.batch_size = parse_int(arg, take(), 1);
-    } else if (arg == "--eval-batch-size") {
-      o.eval_batch_size = parse_int(arg, take(), 1);
-    } else if (arg == "--lr") {
-      o.lr = parse_double(arg, take());
-      EMBER_CHECK_T(ValueError, o.lr > 0, arg, ": expected a positive learning rate, got ", o.lr);
-    } else if (arg == "--limit") {
-      o.limit = static_cast<size_t>(parse_int(arg, take(), 1));
-    } else if (arg == "--batch-first") {
-      o.batch_first = parse_bool(arg, take());
-    } else if (arg == "--no-total-length") {
-      no_value();
-      o.total_length = false;
-    } else if (arg == "--augment") {
-      o.augment_p = parse_double(arg, take());
-      EMBER_CHECK_T(ValueError, o.augment_p >= 0 && o.augment_p <= 1, arg, ": expected a probability, got ",
-                    o.augment_p);
-    } else if (arg == "--dropout") {
-      o.dropout = parse_double(arg, take());
-      EMBER_CHECK_T(ValueError, o.dropout >= 0 && o.dropout < 1, arg, ": expected a probability below 1, got ",
-                    o.dropout);
-    } else if (arg == "--deterministic") {
-      no_value();
-      o.deterministic = true;
-    } else if (arg == "--shards") {
-      o.shards = parse_int(arg, take(), 1);
-    } else if (arg == "--amp") {
-      o.amp = take();
-      EMBER_CHECK_T(ValueError, o.amp == "bf16" || o.amp == "fp16", arg, ": expected bf16 or fp16, got '", o.amp,
-                    "'");
-    } else if (arg == "--checkpoint-dir") {
-      o.checkpoint_dir = take();
-    } else if (arg == "--metrics") {
-      o.metrics_path = take();
-    } else if (arg == "--dict-dir") {
-      o.dict_dir = take();
-    } else if (arg == "--progress") {
-      o.progress = progress_mode_from_string(take());
-    } else {
-      EMBER_THROW(ValueError, "unknown option '", args.raw(), "' (see --help)");
-    }
-  }
+  auto app = command_line(o);
+  o.help = !ember::cli::parse(*app, argc, argv);
+  if (o.help) return o;
   if (o.ddp) {
     EMBER_CHECK_T(ValueError, o.devices.empty() && !o.single_device,
                   "--ddp: each rank trains on one device of its own (cuda:LOCAL_RANK, else cpu:0); drop --devices "

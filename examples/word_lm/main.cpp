@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   try {
     options = word_lm::parse_options(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "word_lm: %s\n", e.what());
+    std::fprintf(stderr, "word_lm: %s\n\n%s", e.what(), word_lm::usage().c_str());
     return 2;
   }
   if (options.help) {

@@ -1,5 +1,5 @@
-// Options of the word_lm example and their command-line parser (--flag value or --flag=value).
-// Value type.
+// Options of the word_lm example and their command line (CLI11, examples/common/cli.h: --flag
+// value or --flag=value; the usage is generated from the flags). Value type.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -42,11 +42,11 @@ struct Options {
   bool help = false;
 };
 
-/// Parses argv[1..]. Throws ember::ValueError naming the flag for an unknown flag, a missing or
+/// Parses argv[1..]; --help sets `help` and checks nothing else. Throws ember::ValueError naming the flag for an unknown flag, a missing or
 /// malformed value, a value out of range, or a combination that cannot work.
 Options parse_options(int argc, const char* const* argv);
 
-/// The --help text.
+/// The --help text, generated from the flags.
 std::string usage();
 
 }  // namespace word_lm

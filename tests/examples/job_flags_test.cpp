@@ -1,6 +1,7 @@
-// parse_job_flag (examples/common/cli.h): the flags every example's training job takes (--ddp,
+// add_job_flags (examples/common/cli.h): the flags every example's training job takes (--ddp,
 // --backend, --timeout, --seed, --threads, --resume), read into the fields an example names,
-// with the ValueErrors the examples' parsers give; any other flag is left to the example.
+// with the ValueErrors the examples' command lines give; ember::cli::parse makes any other flag
+// an error.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,7 +23,7 @@ struct Fields {
   uint64_t seed = 1111;
   int threads = 0;
   bool resume = false;
-  std::vector<std::string> others;  // flags parse_job_flag left alone
+  bool help = false;
 
   JobFlags flags() { return {ddp, backend, timeout_s, seed, threads, resume}; }
 };
@@ -30,9 +31,9 @@ struct Fields {
 Fields parse(std::vector<const char*> args) {
   args.insert(args.begin(), "example");
   Fields f;
-  for (ArgReader a(static_cast<int>(args.size()), args.data()); a.next();) {
-    if (!parse_job_flag(a, f.flags())) f.others.push_back(a.flag());
-  }
+  auto app = ember::cli::make_app("example", "a job");
+  add_job_flags(*app, f.flags(), "tcp");
+  f.help = !ember::cli::parse(*app, static_cast<int>(args.size()), args.data());
   return f;
 }
 
@@ -44,15 +45,16 @@ TEST(JobFlags, EachFlagLandsInItsField) {
   EXPECT_EQ(f.seed, 5u);
   EXPECT_EQ(f.threads, 2);
   EXPECT_TRUE(f.resume);
-  EXPECT_TRUE(f.others.empty());
+  EXPECT_FALSE(f.help);
 }
 
-TEST(JobFlags, OtherFlagsAreLeftToTheExampleAndDefaultsKept) {
-  const Fields f = parse({"--epochs", "--seed=0", "--lr"});
-  EXPECT_EQ(f.others, (std::vector<std::string>{"--epochs", "--lr"}));
+TEST(JobFlags, DefaultsAreKeptAndTheLastRepeatWins) {
+  const Fields f = parse({"--seed=0", "--timeout", "7", "--timeout", "8"});
   EXPECT_EQ(f.seed, 0u);
+  EXPECT_EQ(f.timeout_s, 8);
   EXPECT_FALSE(f.ddp);
-  EXPECT_EQ(f.timeout_s, 300);
+  EXPECT_EQ(f.threads, 0);
+  EXPECT_TRUE(parse({"--help"}).help);
 }
 
 TEST(JobFlags, BadValuesAreValueErrorsNamingTheFlag) {
@@ -62,14 +64,21 @@ TEST(JobFlags, BadValuesAreValueErrorsNamingTheFlag) {
             std::string::npos);
   EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--timeout", "0"}); }).find("--timeout: expected at least 1, got 0"),
             std::string::npos);
+  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--timeout", "9x"}); })
+                .find("--timeout: expected an integer, got '9x'"),
+            std::string::npos);
   EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--threads", "0"}); }).find("--threads: expected at least 1"),
             std::string::npos);
   EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--seed", "-1"}); }).find("--seed: expected at least 0"),
             std::string::npos);
-  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--resume=yes"}); }).find("--resume takes no value"),
-            std::string::npos);
-  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--seed"}); }).find("--seed: expected a value"),
-            std::string::npos);
+  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--resume=yes"}); }).find("resume was given a disallowed flag override"), std::string::npos);
+  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--seed"}); }).find("--seed: 1 required"), std::string::npos);
+}
+
+TEST(JobFlags, UnknownFlagsAndStrayArgumentsAreErrors) {
+  using V = std::vector<const char*>;
+  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"--epochs", "3"}); }).find("--epochs"), std::string::npos);
+  EXPECT_NE(error_of<ember::ValueError>([] { parse(V{"stray"}); }).find("stray"), std::string::npos);
 }
 
 }  // namespace

@@ -65,16 +65,28 @@ TEST(LaunchOptions, MistakesAreUsageErrorsThatSayWhat) {
     return std::string("no error");
   };
   EXPECT_NE(message({}).find("no program"), std::string::npos);
-  EXPECT_NE(message({"--nproc-per-node", "x", "p"}).find("expects an integer, got 'x'"), std::string::npos);
-  EXPECT_NE(message({"--nproc-per-node", "-1", "p"}).find("must be in"), std::string::npos);
-  EXPECT_NE(message({"--max-restarts"}).find("needs a value"), std::string::npos);
+  EXPECT_NE(message({"--nproc-per-node", "x", "p"}).find("--nproc-per-node: expected an integer, got 'x'"),
+            std::string::npos);
+  EXPECT_NE(message({"--nproc_per_node=2x", "p"}).find("expected an integer, got '2x'"), std::string::npos);
+  EXPECT_NE(message({"--nproc-per-node", "-1", "p"}).find("expected an integer in ["), std::string::npos);
+  EXPECT_NE(message({"--max-restarts"}).find("--max-restarts"), std::string::npos);
+  EXPECT_NE(message({"--cpu-bind", "some", "p"}).find("--cpu-bind: expected auto or none, got 'some'"),
+            std::string::npos);
   EXPECT_NE(message({"--what", "p"}).find("unknown option '--what'"), std::string::npos);
   EXPECT_NE(message({"-n", "p"}).find("unknown option '-n'"), std::string::npos);
   EXPECT_NE(message({"--nnodes", "2", "p"}).find("--master-port"), std::string::npos);
   EXPECT_NE(message({"--nnodes", "2", "--node-rank", "2", "--master-port", "1", "p"}).find("--node-rank"),
             std::string::npos);
-  EXPECT_NE(message({"--master-port", "65536", "p"}).find("must be in"), std::string::npos);
+  EXPECT_NE(message({"--master-port", "65536", "p"}).find("expected an integer in ["), std::string::npos);
   EXPECT_TRUE(parse({"--help"}).help);
+}
+
+TEST(LaunchOptions, UsageListsEveryFlag) {
+  const std::string usage = usage_text();
+  for (const char* flag : {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+                           "--local-addr", "--max-restarts", "--log-dir", "--monitor-interval-ms", "--stop-timeout-ms",
+                           "--cpu-bind", "program"})
+    EXPECT_NE(usage.find(flag), std::string::npos) << flag << " missing from:\n" << usage;
 }
 
 std::string read_all(int fd) {

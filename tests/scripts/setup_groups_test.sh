@@ -9,7 +9,7 @@ groups=$(sed -n 's|^\./scripts/setup\.sh \(.*\)$|\1|p' "$src/scripts/run_example
 [ -n "$groups" ] || fail "run_example.sh does not call ./scripts/setup.sh GROUP..."
 example=$(EMBER_SETUP_PRINT=1 "$src/scripts/setup.sh" $groups)
 all=$(EMBER_SETUP_PRINT=1 "$src/scripts/setup.sh")
-for p in cmake libopenblas-dev libboost-dev nlohmann-json3-dev wamerican wngerman; do
+for p in cmake libopenblas-dev libboost-dev nlohmann-json3-dev libcli11-dev wamerican wngerman; do
   grep -qx "$p" <<<"$example" || fail "run_example.sh ($groups) does not install $p"
 done
 for p in slurmd slurmctld bible-kjv-text libgtest-dev libbenchmark-dev clang doxygen python3-torch; do

@@ -13,6 +13,12 @@
 //                                   memory on one host, Note [Same-host all_reduce])
 //   <backend>_allreduce_64mib_cpu_ms        CPU time (user + system, both ranks together) per
 //                                   64 MiB all_reduce: what it costs, however loaded the host
+//   gloo_allreduce_<size>_busbw_gbps        PyTorch's torch.distributed gloo backend, the same sweep
+//                                   (bench_allreduce_torch.py under bench::peer_python(), 2
+//                                   spawned ranks, bounded by EMBER_BENCH_PEER_TIMEOUT_S), after
+//                                   ember's ranks; with peer_torch_version
+//   tcp_vs_<mpi|gloo>_allreduce_<size>_busbw_ratio  tcp / the peer, per size (> 1: tcp is faster)
+//   allreduce_vs_gloo_busbw_ratio   tcp / gloo at 64 MiB (goal >= 2)
 // GB/s are 10^9 bytes per second, as nccl-tests count. Each repetition starts after a barrier
 // and is timed on rank 0 from the all_reduce call to the end of its wait.
 // --backend nccl (Note [nccl all_reduce benchmark]) runs the nccl backend instead, over the GPUs:
@@ -21,7 +27,7 @@
 //                                   all_reduce moves nothing between GPUs, busbw = 0 by definition)
 // and without a GPU or without NCCL in the build prints a `#` line saying why and exits 0.
 // Flags (for tuning): --segment-bytes N, --block-bytes N, --socket-buffer-bytes N (tcp),
-// --backend tcp|mpi|nccl (--only is the same; default: tcp and mpi), --min-bytes N / --max-bytes N
+// --backend tcp|mpi|gloo|nccl (--only is the same; default: tcp, mpi and gloo), --min-bytes N / --max-bytes N
 // (restrict the sweep).
 //
 // Note [nccl all_reduce benchmark]
@@ -53,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/config.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -68,17 +75,13 @@
 
 namespace {
 
+using ember::bench::median;
+
 using Clock = std::chrono::steady_clock;
 using namespace ember;
 using namespace ember::parallel;
 
 constexpr size_t kKiB = 1024, kMiB = 1024 * 1024;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string size_name(size_t bytes) {
   return bytes >= kMiB ? std::to_string(bytes / kMiB) + "mib" : std::to_string(bytes / kKiB) + "kib";
@@ -378,6 +381,50 @@ int run_nccl(const char* self) {
 
 }  // namespace
 
+namespace {
+
+// torch.distributed's gloo over the same sweep (bench_allreduce_torch.py), after ember's ranks;
+// its figures are printed and recorded as "gloo_<size>". A peer that fails or hangs (bounded)
+// is reported in one `#` line.
+void run_gloo() {
+  const std::string python = ember::bench::peer_python();
+  std::string why;
+  const std::string version = ember::bench::torch_version(python, why);
+  if (version.empty()) {
+    ember::bench::print_peer_version("", "gloo peer", why);
+    return;
+  }
+  const int timeout_s = ember::bench::peer_timeout_s();
+  const auto run = ember::bench::run_bounded({python, EMBER_BENCH_ALLREDUCE_TORCH_SCRIPT, std::to_string(g_min_bytes),
+                                              std::to_string(g_max_bytes), std::to_string(timeout_s)},
+                                             timeout_s);
+  int figures = 0;
+  size_t pos = 0;
+  while (pos < run.output.size()) {
+    size_t end = run.output.find('\n', pos);
+    if (end == std::string::npos) end = run.output.size();
+    const std::string line = run.output.substr(pos, end - pos);
+    pos = end + 1;
+    char size[32];
+    double busbw = 0;
+    if (std::sscanf(line.c_str(), "gloo_allreduce_%31[^_]_busbw_gbps %lf", size, &busbw) == 2) {
+      if (figures++ == 0) ember::bench::print_peer_version(version, "gloo peer", "");
+      std::printf("%s\n", line.c_str());
+      record(std::string("gloo_") + size, busbw);
+    }
+  }
+  if (figures == 0) ember::bench::print_peer_version("", "gloo peer", run.timed_out ? "timed out" : "no figures");
+  if (run.timed_out) {
+    std::printf("# gloo peer timed out after %d s (EMBER_BENCH_PEER_TIMEOUT_S); its process group was killed\n",
+                timeout_s);
+  } else if (!run.ok()) {
+    std::printf("# gloo peer failed: %s\n", ember::bench::one_line(run.output, 300).c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   ProcessGroupTCPOptions tcp_options;
   std::string only;
@@ -406,12 +453,12 @@ int main(int argc, char** argv) {
       g_max_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if ((a == "--only" || a == "--backend") && i + 1 < argc) {
       only = argv[++i];
-      if (only != "tcp" && only != "mpi" && only != "nccl") {
-        std::fprintf(stderr, "%s: %s: expected tcp, mpi or nccl, got '%s'\n", argv[0], a.c_str(), only.c_str());
+      if (only != "tcp" && only != "mpi" && only != "gloo" && only != "nccl") {
+        std::fprintf(stderr, "%s: %s: expected tcp, mpi, gloo or nccl, got '%s'\n", argv[0], a.c_str(), only.c_str());
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|nccl] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|gloo|nccl] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
       return 2;
     }
   }
@@ -425,6 +472,7 @@ int main(int argc, char** argv) {
 #endif
   }
   char self[4096] = {};
+  if (!mpi_child) ember::bench::start("ember-bench-allreduce");
   const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (len <= 0) std::snprintf(self, sizeof self, "%s", argv[0]);
   if (only == "nccl") return run_nccl(self);
@@ -454,18 +502,27 @@ int main(int argc, char** argv) {
     }
   }
   if (only.empty() || only == "mpi") rc |= run_mpi(self);
+  if (only.empty() || only == "gloo") run_gloo();
   if (results_fd >= 0) {
     // tcp against its peers, size by size: > 1 means tcp moved more bytes per second.
     const auto r = read_records(results);
     for (const auto& [name, busbw] : r) {
       const size_t cut = name.rfind('_');  // "<backend>_<size>"
       const std::string backend = name.substr(0, cut), size = name.substr(cut + 1);
-      if (backend == "mpi") continue;
-      const auto mpi = std::find_if(r.begin(), r.end(), [&](const auto& e) { return e.first == "mpi_" + size; });
-      if (mpi != r.end() && mpi->second > 0)
-        std::printf("%s_vs_mpi_allreduce_%s_busbw_ratio %.3f ratio\n", backend.c_str(), size.c_str(),
-                    busbw / mpi->second);
+      if (backend == "mpi" || backend == "gloo") continue;
+      for (const std::string peer : {"mpi", "gloo"}) {
+        const auto p = std::find_if(r.begin(), r.end(), [&](const auto& e) { return e.first == peer + "_" + size; });
+        if (p != r.end() && p->second > 0)
+          std::printf("%s_vs_%s_allreduce_%s_busbw_ratio %.3f ratio\n", backend.c_str(), peer.c_str(), size.c_str(),
+                      busbw / p->second);
+      }
     }
+    const auto find = [&](const std::string& key) {
+      const auto e = std::find_if(r.begin(), r.end(), [&](const auto& x) { return x.first == key; });
+      return e != r.end() ? e->second : 0.0;
+    };
+    if (find("tcp_64mib") > 0 && find("gloo_64mib") > 0)
+      std::printf("allreduce_vs_gloo_busbw_ratio %.3f ratio\n", find("tcp_64mib") / find("gloo_64mib"));
     std::remove(results);
   }
   return rc;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/allocator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -21,18 +22,14 @@
 
 namespace {
 
+using ember::bench::median;
+
 using Clock = std::chrono::steady_clock;
 
 // Keeps the compiler from discarding a value.
 template <typename T>
 inline void do_not_optimize(const T& value) {
   asm volatile("" : : "r,m"(value) : "memory");
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Median over `reps` of the seconds one call of f takes, after `warmup` untimed calls.
@@ -102,6 +99,7 @@ void fill(float* p, int64_t n, uint32_t seed) {
 }  // namespace
 
 int main() {
+  ember::bench::start("ember-bench-core");
   const double alloc_ns = alloc_free_cached_ns();
   report("alloc_free_cached_ns", alloc_ns, "ns");
   report("malloc_free_1mb_ns", malloc_free_1mb_ns(), "ns");

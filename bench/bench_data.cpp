@@ -1,7 +1,7 @@
 // ember-bench-data: DataLoader throughput and first-batch latency on batches of 64
 // variable-length int64 sequences (lengths 10-50) through PadCollate with trivial per-sample
 // work, in the main process and with 2 forked workers; then the same work through PyTorch's
-// DataLoader (bench/bench_data_torch.py under /usr/bin/python3) in the same run.
+// DataLoader (bench/bench_data_torch.py under bench::peer_python(), bounded) in the same run.
 // Prints `name value unit` lines; each value is the median of several runs.
 #include <algorithm>
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/ops/factory.h"
 #include "core/thread_pool.h"
 #include "data/dataloader.h"
@@ -21,6 +22,8 @@
 #endif
 
 namespace {
+
+using ember::bench::median;
 
 using namespace ember;
 using namespace ember::data;
@@ -43,14 +46,7 @@ struct VarSeq : Dataset<Tensor> {
   size_t n;
 };
 
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
+using bench::ms_between;
 struct Run {
   double batches_per_s;  // after the first batch
   double first_batch_ms;  // from begin() (forking the workers) to the first batch
@@ -76,32 +72,47 @@ Run run_loader(int workers, size_t num_batches) {
   return {static_cast<double>(n - 1) / (ms_between(t1, t2) / 1000.0), ms_between(t0, t1)};
 }
 
-// Runs the PyTorch peer; returns its batches/s, or a negative value when it is unavailable.
-double run_torch(size_t num_batches) {
+// The PyTorch peer's figures; batches_per_s is negative when it is unavailable (`why` says why).
+struct TorchRun {
+  double batches_per_s = -1, first_batch_ms = -1;
+  std::string version, why;
+};
+
+TorchRun run_torch(size_t num_batches) {
   const char* script = std::getenv("EMBER_BENCH_TORCH_SCRIPT");
-  std::string cmd = std::string("/usr/bin/python3 ") + (script ? script : EMBER_BENCH_TORCH_SCRIPT) +
-                    " --batches " + std::to_string(num_batches) + " --reps " + std::to_string(kReps) + " 2>&1";
-  FILE* f = ::popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  char line[512];
-  double value = -1;
-  std::string out;
-  while (std::fgets(line, sizeof(line), f)) {
-    out += line;
-    double v;
-    if (std::sscanf(line, "torch_loader_batches_per_s_w2 %lf", &v) == 1) value = v;
+  const std::string python = bench::peer_python();
+  const int timeout_s = bench::peer_timeout_s();
+  const bench::BoundedRun run =
+      bench::run_bounded({python, script ? script : EMBER_BENCH_TORCH_SCRIPT, "--batches", std::to_string(num_batches),
+                          "--reps", std::to_string(kReps)},
+                         timeout_s);
+  TorchRun r;
+  size_t pos = 0;
+  while (pos < run.output.size()) {
+    size_t end = run.output.find('\n', pos);
+    if (end == std::string::npos) end = run.output.size();
+    const std::string line = run.output.substr(pos, end - pos);
+    pos = end + 1;
+    double v = 0;
+    char ver[128];
+    if (std::sscanf(line.c_str(), "torch_loader_batches_per_s_w2 %lf", &v) == 1) r.batches_per_s = v;
+    if (std::sscanf(line.c_str(), "torch_loader_first_batch_ms_w2 %lf", &v) == 1) r.first_batch_ms = v;
+    if (line.rfind("torch ", 0) == 0 && std::sscanf(line.c_str() + 6, "%127s", ver) == 1) r.version = ver;
   }
-  int rc = ::pclose(f);
-  if (value < 0 || rc != 0) {
-    std::printf("# torch peer unavailable (%s exited %d): %s", cmd.c_str(), rc, out.c_str());
-    return -1;
+  if (run.timed_out) {
+    r.batches_per_s = -1;
+    r.why = python + " timed out after " + std::to_string(timeout_s) + " s (EMBER_BENCH_PEER_TIMEOUT_S); killed";
+  } else if (!run.ok() || r.batches_per_s <= 0) {
+    r.batches_per_s = -1;
+    r.why = python + " did not report (" + bench::one_line(run.output, 300) + ")";
   }
-  return value;
+  return r;
 }
 
 }  // namespace
 
 int main() {
+  ember::bench::start("ember-bench-data");
   ember::set_num_threads(1);  // the loader's own cost, not intra-op threads
   const size_t w0_batches = 1000, w2_batches = 2000, torch_batches = 1000;
 
@@ -118,13 +129,15 @@ int main() {
   std::printf("loader_first_batch_ms_w2 %.2f ms\n", median(first));
   std::fflush(stdout);
 
-  double torch_w2 = run_torch(torch_batches);
-  if (torch_w2 > 0) {
-    std::printf("torch_loader_batches_per_s_w2 %.0f batches/s\n", torch_w2);
-    std::printf("loader_vs_torch_batches_ratio_w2 %.2f x\n", median(w2) / torch_w2);
-  } else {
-    std::printf("# torch_loader_batches_per_s_w2 skipped: PyTorch is not importable by /usr/bin/python3; "
-                "loader_vs_torch_batches_ratio_w2 not computed\n");
+  const TorchRun torch = run_torch(torch_batches);
+  bench::print_peer_version(torch.batches_per_s > 0 ? torch.version : "", "torch DataLoader peer", torch.why);
+  if (torch.batches_per_s > 0) {
+    std::printf("torch_loader_batches_per_s_w2 %.0f batches/s\n", torch.batches_per_s);
+    std::printf("loader_vs_torch_batches_ratio_w2 %.2f x\n", median(w2) / torch.batches_per_s);
+    if (torch.first_batch_ms > 0) {
+      std::printf("torch_loader_first_batch_ms_w2 %.2f ms\n", torch.first_batch_ms);
+      std::printf("loader_vs_torch_first_batch_ratio_w2 %.3f ratio\n", median(first) / torch.first_batch_ms);
+    }
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 """PyTorch peer of ember-bench-data: the same dataset (batches of 64 int64 sequences, lengths
 10-50, trivial per-sample work) padded by the same collate, through torch's DataLoader with
-2 workers. Prints `torch_loader_batches_per_s_w2 <median> batches/s` and the first-batch time."""
+2 workers. Prints `torch_loader_batches_per_s_w2 <median> batches/s`, the first-batch time and
+`torch <version>`."""
 import argparse
 import statistics
 import sys
@@ -61,6 +62,7 @@ def main():
         firsts.append(f)
     print(f"torch_loader_batches_per_s_w2 {statistics.median(rates):.0f} batches/s")
     print(f"torch_loader_first_batch_ms_w2 {statistics.median(firsts):.2f} ms")
+    print(f"torch {torch.__version__}")
 
 
 if __name__ == "__main__":

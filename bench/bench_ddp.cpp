@@ -48,7 +48,7 @@
 //   zero_optimizer_bytes_ratio_2r          the optimizer state a first Adam step leaves allocated
 //                                          (allocator stats) under ZeroRedundancyOptimizer, the
 //                                          larger rank's, over plain Adam's (ideal 0.5)
-//   torch_ddp_step_ms_1r / _2r             PyTorch (Debian's 1.13, bench_ddp_torch.py, gloo) on the
+//   torch_ddp_step_ms_1r / _2r             PyTorch (bench::peer_python(), bench_ddp_torch.py, gloo) on the
 //                                          same model and batch, after ember's ranks, same binding;
 //                                          bounded by EMBER_BENCH_DDP_TORCH_TIMEOUT_S (default 300 s,
 //                                          then its process group is killed and a `#` line says so)
@@ -82,6 +82,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/cpu_affinity.h"
 #include "core/allocator.h"
 #include "core/generator.h"
@@ -110,6 +111,8 @@
 // timed two-rank step follows a busy one.
 
 namespace {
+
+using ember::bench::median;
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;
@@ -157,22 +160,7 @@ StepTime train_step(Forward&& forward, optim::Adam& adam, const Batch& b) {
   return {std::chrono::duration<double, std::milli>(Clock::now() - t0).count(), process_cpu_ms() - c0};
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-double load_avg_1min() {
-  FILE* f = std::fopen("/proc/loadavg", "r");
-  double load = -1.0;
-  if (f != nullptr) {
-    if (std::fscanf(f, "%lf", &load) != 1) load = -1.0;
-    std::fclose(f);
-  }
-  return load;
-}
+double load_avg_1min() { return bench::load_average_1min(); }
 
 std::vector<uint8_t> to_bytes(const std::vector<double>& v) {
   std::vector<uint8_t> out(v.size() * sizeof(double));
@@ -186,98 +174,22 @@ std::vector<double> from_bytes(const std::vector<uint8_t>& b) {
   return v;
 }
 
-// Output of a command run with a deadline (run_bounded).
-struct BoundedRun {
-  std::string output;     // stdout and stderr together
-  bool timed_out = false;  // the deadline passed: its whole process group was killed
-  int status = -1;         // waitpid's status when it exited by itself
-};
-
-// Runs argv[0] with `argv` in a process group of its own and collects its output. Past
-// `timeout_s` seconds the whole group (the script and every process it started) is killed with
-// SIGKILL and reaped. The child also dies with this process (PR_SET_PDEATHSIG).
-BoundedRun run_bounded(const std::vector<std::string>& argv, int timeout_s) {
-  BoundedRun run;
-  int out[2];
-  if (::pipe(out) != 0) {
-    run.output = std::string("pipe(): ") + std::strerror(errno);
-    return run;
-  }
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    ::dup2(out[1], 1);
-    ::dup2(out[1], 2);
-    ::close(out[0]);
-    ::close(out[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  if (pid < 0) {
-    ::close(out[0]);
-    run.output = std::string("fork(): ") + std::strerror(errno);
-    return run;
-  }
-  ::setpgid(pid, pid);  // as the child does: whichever runs first
-  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      run.timed_out = true;
-      break;
-    }
-    pollfd p{out[0], POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno != EINTR) break;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // every writer closed: the script is done
-    run.output.append(buf, static_cast<size_t>(n));
-  }
-  ::close(out[0]);
-  if (run.timed_out) {
-    ::kill(-pid, SIGKILL);
-    ::waitpid(pid, &run.status, 0);
-    return run;
-  }
-  // The pipe closed; the script exits now, or is stuck after closing it: bounded all the same.
-  while (::waitpid(pid, &run.status, WNOHANG) == 0) {
-    if (Clock::now() >= deadline) {
-      run.timed_out = true;
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &run.status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(-pid, SIGKILL);  // nothing it started outlives it
-  return run;
-}
+using bench::BoundedRun;
+using bench::run_bounded;
 
 // PyTorch's DDP (gloo) on the same model and batch in the same run: bench_ddp_torch.py spawns
 // its own two ranks (bound to their own CPUs, one thread each) after ember's ranks are done.
 // Bounded by EMBER_BENCH_DDP_TORCH_TIMEOUT_S (default 300 s): past it the script's process
 // group is killed and a `#` line says so (the script bounds its own waits a little sooner).
 void run_torch_ddp_peer(double ember_2r_ms, const Tensor& lengths, int steps) {
-  const char* py = std::getenv("EMBER_BENCH_PYTHON");
-  int timeout_s = 300;
-  if (const char* s = std::getenv("EMBER_BENCH_DDP_TORCH_TIMEOUT_S")) timeout_s = std::max(1, std::atoi(s));
+  const std::string py = bench::peer_python();
+  const int timeout_s = bench::env_int("EMBER_BENCH_DDP_TORCH_TIMEOUT_S", bench::peer_timeout_s());
   std::string csv;
   for (int64_t v : lengths.to_vector<int64_t>()) {
     if (!csv.empty()) csv += ',';  // (one expression of + tripped GCC 12's -Wrestrict here)
     csv += std::to_string(v);
   }
-  const std::vector<std::string> argv{py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_DDP_TORCH_SCRIPT, csv,
+  const std::vector<std::string> argv{py, EMBER_BENCH_DDP_TORCH_SCRIPT, csv,
                                       std::to_string(steps), std::to_string(kWarmup), std::to_string(timeout_s)};
   const BoundedRun run = run_bounded(argv, timeout_s);
   double t1 = 0, t2 = 0;
@@ -294,6 +206,7 @@ void run_torch_ddp_peer(double ember_2r_ms, const Tensor& lengths, int steps) {
     if (std::sscanf(line.c_str(), "torch_ddp_step_ms_2r %lf", &v) == 1) t2 = v;
     if (line.rfind("torch ", 0) == 0 && std::sscanf(line.c_str() + 6, "%127s", ver) == 1) version = ver;
   }
+  if (run.timed_out || t1 <= 0 || t2 <= 0) bench::print_peer_version("", "torch DDP peer", run.timed_out ? "timed out" : "no figures");
   if (run.timed_out) {
     std::printf("# torch DDP peer timed out after %d s (EMBER_BENCH_DDP_TORCH_TIMEOUT_S); its process group was "
                 "killed; ember figures only\n", timeout_s);
@@ -308,6 +221,7 @@ void run_torch_ddp_peer(double ember_2r_ms, const Tensor& lengths, int steps) {
     std::fflush(stdout);
     return;
   }
+  bench::print_peer_version(version, "torch DDP peer", "");
   std::printf("# torch %s, DDP over gloo, 2 ranks bound to their own CPUs, one thread each\n", version.c_str());
   std::printf("torch_ddp_step_ms_1r %.3f ms\n", t1);
   std::printf("torch_ddp_step_ms_2r %.3f ms\n", t2);
@@ -610,6 +524,7 @@ bool reap(std::vector<pid_t> pids, Clock::time_point deadline) {
 }  // namespace
 
 int main() {
+  ember::bench::start("ember-bench-ddp");
   ::signal(SIGPIPE, SIG_IGN);
   int steps = 25;
   if (const char* s = std::getenv("EMBER_BENCH_DDP_STEPS")) steps = std::max(20, std::atoi(s));

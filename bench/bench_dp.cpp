@@ -57,6 +57,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -73,6 +74,7 @@
 #include "bench/tagger_model.h"
 
 namespace {
+
 
 using namespace ember;
 
@@ -157,16 +159,6 @@ StepTime step_ms(Forward&& forward, optim::Adam& adam, const Batch& b, const std
   return {std::chrono::duration<double, std::milli>(t1 - t0).count(), process_cpu_ms() - c0};
 }
 
-double load_average() {
-  double load[1] = {0.0};
-  return getloadavg(load, 1) == 1 ? load[0] : -1.0;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // --devices cuda:...: the step on devices[0] alone vs under DataParallel over `devices`.
 int run_gpus(const std::vector<Device>& devices, int reps) {
   const int visible = cuda_device_count();
@@ -221,6 +213,7 @@ int run_gpus(const std::vector<Device>& devices, int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ember::bench::start("ember-bench-dp");
   std::vector<Device> gpu_devices;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -249,7 +242,7 @@ int main(int argc, char** argv) {
     }
   }
   set_num_threads(1);
-  const double load_before = load_average();
+  const double load_before = load_average_1min();
   int reps = 30;
   if (const char* r = std::getenv("EMBER_BENCH_DP_REPS")) reps = std::max(1, std::atoi(r));
   if (!gpu_devices.empty()) return run_gpus(gpu_devices, reps);
@@ -379,7 +372,7 @@ int main(int argc, char** argv) {
   helper.join();
   double m1 = median(t1), m2 = median(t2), m3 = median(t3);
   std::printf("# load average %.2f before, %.2f after (2 cores wanted idle); %d repetitions, %s\n", load_before,
-              load_average(), reps,
+              load_average_1min(), reps,
               warm ? "each timed step after an untimed step of the same configuration"
                    : "one step of each configuration per repetition (EMBER_BENCH_DP_WARM=0)");
   std::printf("dp_step_ms_1dev %.2f ms\n", m1);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "bench/torch_peer.h"
+#include "bench/harness.h"
 #include "core/ops/factory.h"
 #include "core/ops/random.h"
 #include "core/thread_pool.h"
@@ -31,18 +31,14 @@
 
 namespace {
 
+using ember::bench::median;
+
 using namespace ember;
 using bench::TorchPeer;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kRows = 700, kClasses = 5000;
 constexpr int kWarmup = 3;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double time_ms(const std::function<void()>& f) {
   const auto t0 = Clock::now();
@@ -53,6 +49,7 @@ double time_ms(const std::function<void()>& f) {
 }  // namespace
 
 int main() {
+  ember::bench::start("ember-bench-loss");
   signal(SIGPIPE, SIG_IGN);
   int reps = 30;
   if (const char* s = std::getenv("EMBER_BENCH_LOSS_REPS")) reps = std::max(5, std::atoi(s));
@@ -98,12 +95,12 @@ int main() {
       {"clip_grad_norm_many", "clip_grad_norm_240_small", [&] { nn::utils::clip_grad_norm_(many_params, 0.25); }},
   };
 
-  const char* py = std::getenv("EMBER_BENCH_PYTHON");
-  TorchPeer torch(py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LOSS_TORCH_SCRIPT,
-                  {std::to_string(kRows), std::to_string(kClasses)});
+  const std::string py = bench::peer_python();
+  TorchPeer torch(py, EMBER_BENCH_LOSS_TORCH_SCRIPT, {std::to_string(kRows), std::to_string(kClasses)});
+  bench::print_peer_version(torch.version(), "torch peer", torch.why());
   if (!torch.ok()) {
-    std::printf("# torch unavailable (%s %s did not start); printing ember numbers only\n",
-                py != nullptr ? py : "/usr/bin/python3", EMBER_BENCH_LOSS_TORCH_SCRIPT);
+    std::printf("# torch unavailable (%s %s did not start: %s); printing ember numbers only\n", py.c_str(),
+                EMBER_BENCH_LOSS_TORCH_SCRIPT, torch.why().c_str());
   } else {
     std::printf("# torch %s\n", torch.version().c_str());
   }

@@ -41,7 +41,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/ops.h"
-#include "bench/torch_peer.h"
+#include "bench/harness.h"
 #ifdef EMBER_BENCH_HAVE_CUDNN
 #include "bench/cuda/cudnn_lstm_reference.h"
 #endif
@@ -67,6 +67,8 @@
 
 namespace {
 
+using ember::bench::median;
+
 using namespace ember;
 using Clock = std::chrono::steady_clock;
 using bench::TorchPeer;
@@ -74,25 +76,16 @@ using bench::TorchPeer;
 constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kSteps = 50;
 constexpr int kWarmup = 5;
 
-// The PyTorch side: $EMBER_BENCH_PYTHON (default /usr/bin/python3) running
+// The PyTorch side: bench::peer_python() (bench/harness.h) running
 // $EMBER_BENCH_LSTM_TORCH_SCRIPT (default: the source tree's bench/bench_lstm_torch.py; a bundle
 // made by scripts/gpu_bundle.sh sets it to its own copy).
-std::string torch_python() {
-  const char* py = std::getenv("EMBER_BENCH_PYTHON");
-  return py != nullptr ? py : "/usr/bin/python3";
-}
+std::string torch_python() { return bench::peer_python(); }
 std::string torch_script() {
   const char* s = std::getenv("EMBER_BENCH_LSTM_TORCH_SCRIPT");
   return s != nullptr ? s : EMBER_BENCH_LSTM_TORCH_SCRIPT;
 }
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Model {
   test_support::FaqModel model{kVocab, kEmbed, kHidden, kLayers};
@@ -272,12 +265,13 @@ int run_on_gpu(Device device, const std::vector<int64_t>& lengths, const std::st
   }
   try {
     TorchPeer torch(torch_python(), torch_script(), {csv, device.str()});
+    bench::print_peer_version(torch.version(), "torch on " + device.str(), torch.why());
     if (torch.ok()) {
       std::printf("# torch %s on %s\n", torch.version().c_str(), device.str().c_str());
       torch.command("warmup " + std::to_string(kWarmup));
     } else {
-      std::printf("# torch with CUDA unavailable (%s %s %s did not start); printing ember numbers only\n",
-                  torch_python().c_str(), torch_script().c_str(), device.str().c_str());
+      std::printf("# torch with CUDA unavailable (%s %s %s did not start: %s); printing ember numbers only\n",
+                  torch_python().c_str(), torch_script().c_str(), device.str().c_str(), torch.why().c_str());
     }
     Model model(lengths, device);
     for (int i = 0; i < kWarmup; ++i) model.step();
@@ -321,6 +315,7 @@ int run_on_gpu(Device device, const std::vector<int64_t>& lengths, const std::st
 }
 
 int main(int argc, char** argv) {
+  ember::bench::start("ember-bench-lstm");
   signal(SIGPIPE, SIG_IGN);
   Device device = Device::cpu();
   for (int i = 1; i < argc; ++i) {
@@ -344,9 +339,10 @@ int main(int argc, char** argv) {
   if (device.is_cuda()) return run_on_gpu(device, lengths, csv, steps);
 
   TorchPeer torch(torch_python(), torch_script(), {csv});
+  bench::print_peer_version(torch.version(), "torch peer", torch.why());
   if (!torch.ok()) {
-    std::printf("# torch unavailable (%s %s did not start); printing ember numbers only\n",
-                torch_python().c_str(), torch_script().c_str());
+    std::printf("# torch unavailable (%s %s did not start: %s); printing ember numbers only\n",
+                torch_python().c_str(), torch_script().c_str(), torch.why().c_str());
   } else {
     std::printf("# torch %s\n", torch.version().c_str());
   }

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/serialization.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -153,6 +154,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  ember::bench::start("ember-bench-restart");
   std::string ember_run = EMBER_RUN_PATH;
   int repeats = 3;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/harness.h"
 #include "core/ops/factory.h"
 #include "core/serialization.h"
 
@@ -52,6 +53,7 @@ void report(const char* name, double value, const char* unit) { std::printf("%s 
 }  // namespace
 
 int main(int argc, char** argv) {
+  ember::bench::start("ember-bench-serialization");
   using namespace ember;
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : 200000;  // tensors in the file
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;

@@ -3,14 +3,12 @@
 // num_layers=2, dropout=0.2) -> Dropout -> Linear(200, 10,000), a chunk of bptt 35 x batch 20,
 // the state detached from the previous step, cross_entropy, clip_grad_norm_(0.25), SGD(lr 20),
 // on 1 and 2 threads. The same program in LibTorch C++ (bench/wordlm_libtorch.cpp against
-// Debian's libtorch-dev, built on first use: Note [LibTorch peer]) runs in the same run, its
+// today's LibTorch or another: Note [LibTorch peer] in bench/harness.h) runs in the same run, its
 // steps alternating with ember's so both see the same machine load. Prints `name value unit`
 // lines: medians over EMBER_BENCH_WORDLM_STEPS timed steps (default 20, at least 5) after 5
-// warm-up steps, and the ember / LibTorch time ratio (below 1: ember is faster). Without
-// libtorch-dev (or when its compile fails) only the ember lines are printed, with a `#` line
-// saying why.
+// warm-up steps, and the ember / LibTorch time ratio (below 1: ember is faster). Without a
+// LibTorch peer only the ember lines are printed, with a `#` line saying why.
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,7 +21,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
-#include "bench/torch_peer.h"
+#include "bench/harness.h"
 #include "core/ops/factory.h"
 #include "core/ops/random.h"
 #include "core/thread_pool.h"
@@ -35,30 +33,9 @@
 #include "nn/rnn.h"
 #include "nn/utils/clip_grad.h"
 
-#ifndef EMBER_BENCH_WORDLM_PEER_SOURCE
-#define EMBER_BENCH_WORDLM_PEER_SOURCE "bench/wordlm_libtorch.cpp"
-#endif
-#ifndef EMBER_BENCH_WORDLM_PEER_BINARY
-#define EMBER_BENCH_WORDLM_PEER_BINARY "wordlm_libtorch"
-#endif
-#ifndef EMBER_BENCH_CXX
-#define EMBER_BENCH_CXX "g++"
-#endif
-
-// Note [LibTorch peer]
-// Compiling against torch's headers takes about 20 s of CPU (2 minutes of wall time on a loaded
-// 2-core machine), so the LibTorch side is not a CMake target: a normal build and CI never pay
-// for it. The first run of ember-bench-wordlm compiles bench/wordlm_libtorch.cpp with the C++
-// compiler of the build into <build>/bench/wordlm_libtorch (again whenever the source is newer
-// than the binary), against Debian's libtorch-dev: headers under /usr/include/torch (its CMake
-// package, /usr/lib/x86_64-linux-gnu/cmake/Torch, adds only -D_GLIBCXX_USE_CXX11_ABI=1), and
-// -ltorch -ltorch_cpu -lc10. EMBER_BENCH_LIBTORCH_PREFIX=P (default /usr) takes the headers from
-// P/include and the libraries from P/lib instead (e.g. an unpacked LibTorch archive; remove the
-// compiled peer after changing it). scripts/setup.sh installs libtorch-dev with
-// EMBER_SETUP_TORCH=1 (as scripts/test.sh does); without it the peer lines are skipped with a
-// reason.
-
 namespace {
+
+using ember::bench::median;
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;
@@ -67,12 +44,6 @@ using bench::TorchPeer;
 constexpr int64_t kVocab = 10000, kEmbed = 200, kHidden = 200, kLayers = 2, kBptt = 35, kBatch = 20;
 constexpr double kDropout = 0.2, kLr = 20.0, kClip = 0.25;
 constexpr int kWarmup = 5;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct Step {
   std::shared_ptr<nn::EmbeddingImpl> encoder = std::make_shared<nn::EmbeddingImpl>(kVocab, kEmbed);
@@ -109,59 +80,23 @@ struct Step {
   }
 };
 
-int64_t mtime_ns(const char* path) {
-  struct stat st{};
-  if (::stat(path, &st) != 0) return -1;
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-}
-
-// The peer binary, compiled if missing or older than its source; empty with `why` set when it
-// cannot be had.
-std::string build_peer(std::string& why) {
-  const std::string binary = EMBER_BENCH_WORDLM_PEER_BINARY, source = EMBER_BENCH_WORDLM_PEER_SOURCE;
-  const char* prefix_env = std::getenv("EMBER_BENCH_LIBTORCH_PREFIX");
-  const std::string prefix = prefix_env != nullptr && *prefix_env != '\0' ? prefix_env : "/usr";
-  const std::string api_include = prefix + "/include/torch/csrc/api/include";
-  if (mtime_ns((api_include + "/torch/torch.h").c_str()) < 0) {
-    why = "LibTorch's headers are not installed (no " + api_include +
-          "/torch/torch.h; EMBER_SETUP_TORCH=1 scripts/setup.sh installs Debian's libtorch-dev)";
-    return "";
-  }
-  const int64_t built = mtime_ns(binary.c_str());
-  if (built >= 0 && built >= mtime_ns(source.c_str())) return binary;
-  const std::string log = binary + ".log", tmp = binary + ".tmp";
-  const std::string libs = prefix == "/usr" ? "" : " -L'" + prefix + "/lib' -Wl,-rpath,'" + prefix + "/lib'";
-  const std::string includes = prefix == "/usr" ? "" : " -I'" + prefix + "/include'";
-  const std::string cmd = std::string(EMBER_BENCH_CXX) + " -O2 -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1" + includes +
-                          " -I'" + api_include + "' '" + source + "' -o '" + tmp + "'" + libs +
-                          " -ltorch -ltorch_cpu -lc10 >'" + log + "' 2>&1 && mv '" + tmp + "' '" + binary + "'";
-  std::printf("# compiling the LibTorch peer (once; see Note [LibTorch peer]): %s\n", cmd.c_str());
-  std::fflush(stdout);
-  const auto t0 = Clock::now();
-  const int rc = std::system(cmd.c_str());
-  if (rc != 0) {
-    why = "compiling " + source + " against libtorch-dev failed (status " + std::to_string(rc) + "; see " + log + ")";
-    return "";
-  }
-  std::printf("# LibTorch peer compiled in %.0f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
-  return binary;
-}
-
 }  // namespace
 
 int main() {
+  ember::bench::start("ember-bench-wordlm");
   signal(SIGPIPE, SIG_IGN);
   int steps = 20;
   if (const char* s = std::getenv("EMBER_BENCH_WORDLM_STEPS")) steps = std::max(5, std::atoi(s));
 
   std::string why;
-  const std::string peer_binary = build_peer(why);
+  const std::string peer_binary = bench::libtorch_peer("wordlm", why);
   std::unique_ptr<TorchPeer> peer;
   if (!peer_binary.empty()) {
-    peer = std::make_unique<TorchPeer>(peer_binary, "serve", std::vector<std::string>{});
-    if (!peer->ok()) why = peer_binary + " serve did not start";
+    peer = std::make_unique<TorchPeer>(peer_binary, std::vector<std::string>{"serve"});
+    if (!peer->ok()) why = peer_binary + " serve did not start: " + peer->why();
   }
   const bool with_peer = peer && peer->ok();
+  bench::print_peer_version(with_peer ? peer->version() : "", "libtorch peer", why);
   if (with_peer) {
     std::printf("# libtorch %s (%s)\n", peer->version().c_str(), peer_binary.c_str());
   } else {

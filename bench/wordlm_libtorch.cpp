@@ -1,8 +1,7 @@
 // The LibTorch side of ember-bench-wordlm: the same word-LM training step in LibTorch's C++ API,
-// driven over stdin/stdout. Not part of the CMake build (compiling against torch's headers is
-// slow): bench_wordlm.cpp compiles it with g++ against Debian's libtorch-dev the first time it
-// runs (Note [LibTorch peer] there). Started as `wordlm_libtorch serve`; prints `ready <version>`,
-// then answers one line per command: `threads N` (torch::set_num_threads, and OpenBLAS's own
+// driven over stdin/stdout. Built by bench/libtorch_peers against today's LibTorch, or compiled on
+// first use against another (Note [LibTorch peer] in bench/harness.h). Started as
+// `wordlm_libtorch serve`; prints `ready <version>`, then answers one line per command: `threads N` (torch::set_num_threads, and OpenBLAS's own
 // thread count: Debian's LibTorch calls the pthread OpenBLAS, whose threads torch does not
 // govern; ember sets both too), `warmup K` (K untimed steps), `step` (one timed step; replies
 // with its wall time in ms), `quit`.

@@ -27,7 +27,6 @@
 # the loader's path), and gpu_check.sh names any that its loader cannot find. The small CUDA
 # runtime (libcudart) is bundled. Fails when a needed library is missing here, a binary would load
 # one from outside the bundle that the GPU machine lacks, or the folder exceeds the limit.
-# Seen on 2026-12-03 (sm_90, 16 binaries, 15 libraries): 259 MiB unpacked, 16 MiB bundle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/cuda}

@@ -1,4 +1,4 @@
-// The CUDA-path bodies of the indexing ops (index_select, gather, index_add_, scatter_add_,
+// The bodies of the indexing ops (index_select, gather, index_add_, scatter_add_,
 // one_hot) and the pre-launch checks of data-dependent values, as per-element functors for
 // ElementKernel (Note [Kernels as launch-grid functors], core/kernels/launch.h). Indices reach
 // them as a contiguous int64 tensor; strides are in elements. Host/device, no CUDA headers.

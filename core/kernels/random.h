@@ -1,10 +1,11 @@
-// The CUDA-path bodies of the random ops: one functor call per Philox block b, writing the
-// elements b * kPerBlock ... of a contiguous output exactly as the CPU path (core/ops/random.cpp)
-// does (Note [Philox stream layout], core/kernels/philox.h), so a (seed, offset) gives the same
-// numbers on both devices. Run through ElementKernel over the block count (Note [Kernels as
+// The CUDA kernels of the random ops: one functor call per Philox block b, writing the
+// elements b * kPerBlock ... of a contiguous output exactly as the CPU kernel
+// (core/kernels/cpu/random.cpp) does (Note [Philox stream layout], core/kernels/philox.h), so
+// a (seed, offset) gives the same numbers on both devices. Run through ElementKernel over the block count (Note [Kernels as
 // launch-grid functors]). float32 and float64 outputs (and any dtype for the 0/1 and integer
 // ops). Host/device.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -208,6 +209,52 @@ void visit_random(const RandomLaunch& r, const Run& run) {
       });
   }
   EMBER_THROW(TypeError, "random ops on CUDA: expected float32 or float64, got ", r.dtype);
+}
+
+// ---- host side: the conversions of the CPU kernel and of the ops' launch parameters ----
+
+// Dispatch over the floating dtypes, including the 16-bit ones (generated through float).
+#define EMBER_RANDOM_DISPATCH_FLOATING(dtype, opname, ...)                                            \
+  [&] {                                                                                               \
+    switch (dtype) {                                                                                  \
+      EMBER_DTYPE_CASE(::ember::DType::Float32, float, __VA_ARGS__)                                   \
+      EMBER_DTYPE_CASE(::ember::DType::Float64, double, __VA_ARGS__)                                  \
+      EMBER_DTYPE_CASE(::ember::DType::BFloat16, ::ember::BFloat16, __VA_ARGS__)                      \
+      EMBER_DTYPE_CASE(::ember::DType::Float16, ::ember::Half, __VA_ARGS__)                           \
+      default: break;                                                                                 \
+    }                                                                                                 \
+    EMBER_THROW(::ember::TypeError, opname, ": expected a floating-point dtype, got ", dtype);        \
+  }()
+
+/// v rounded to T (16-bit types through float).
+template <typename T>
+T to_scalar(double v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// The largest T strictly between `from` and `to`, nearest to `to` (from < to). Used to keep
+// uniform_ inside [from, to) when from + (to - from) * u rounds up to `to` in T.
+template <typename T>
+T below(T to, T from) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return std::nextafter(to, from);
+  } else {
+    // 16-bit sign-magnitude patterns: one unit toward `from`, which is below `to`.
+    T t = to;
+    float f = static_cast<float>(to);
+    if (f > 0) {
+      t.bits = static_cast<uint16_t>(t.bits - 1);
+    } else if (f == 0) {
+      t.bits = 0x8001u;  // the smallest negative subnormal
+    } else {
+      t.bits = static_cast<uint16_t>(t.bits + 1);
+    }
+    return t;
+  }
 }
 
 }  // namespace ember::kernels

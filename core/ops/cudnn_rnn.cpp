@@ -1,5 +1,5 @@
 // native::cudnn_rnn_forward / _backward (core/ops/nn_native.h): buffers from the caching
-// allocator, the weight space, the dropout states, and the calls into core/cuda/cudnn_rnn.cpp.
+// allocator, the weight space, the dropout states, and the calls into core/kernels/cuda/cudnn_rnn.cpp.
 //
 // Note [cuDNN RNN]
 // On CUDA, when ember is built with cuDNN and the configuration is supported
@@ -52,9 +52,15 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
+#include "core/ops/detail/cudnn_rnn_plan.h"
 #include "core/ops/rnn_flat_weights.h"
 
 namespace ember::native {
+
+namespace detail {
+DispatchStub<CudnnRnnBackendFn> cudnn_rnn_backend_stub;
+}  // namespace detail
+
 namespace {
 
 using detail::CudnnRnnBackend;
@@ -66,9 +72,9 @@ std::atomic<int> g_cudnn_enabled{-1};
 std::atomic<uint64_t> g_forward_count{0};  // cudnn_rnn_forward_count()
 
 const CudnnRnnBackend* backend_of(const Tensor& t) {
-  if (!t.device().is_cuda()) return nullptr;
-  detail::CudaKernels& k = detail::require_cuda("rnn");
-  return k.cudnn_rnn;
+  const DeviceType type = t.device().type;
+  if (!detail::cudnn_rnn_backend_stub.has_kernel(type)) return nullptr;
+  return detail::cudnn_rnn_backend_stub.kernel(t.device(), "rnn")();
 }
 
 CudnnRnnDesc desc_of(const CudnnRnnConfig& c, const Tensor& x) {
@@ -192,7 +198,7 @@ void set_cudnn_enabled(bool on) { g_cudnn_enabled.store(on ? 1 : 0); }
 uint64_t cudnn_rnn_forward_count() { return g_forward_count.load(std::memory_order_relaxed); }
 
 bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input) {
-  if (!input.defined() || !input.device().is_cuda() || !cudnn_enabled()) return false;
+  if (!input.defined() || !cudnn_enabled()) return false;
   if (input.dtype() != kFloat32 && input.dtype() != kFloat64) return false;
   if (backend_of(input) == nullptr) return false;
   constexpr int64_t kMax = INT32_MAX;

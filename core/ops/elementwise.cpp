@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "core/cuda/cuda_backend.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -17,21 +16,6 @@ detail::DispatchStub<TernaryFn> ternary_stub;
 detail::DispatchStub<CastFn> cast_stub;
 
 namespace detail {
-
-namespace {
-CudaKernels* g_cuda_kernels = nullptr;
-}
-CudaKernels* cuda_kernels() {
-  ember::detail::register_cuda_backend();  // lazy and explicit; a no-op without CUDA
-  return g_cuda_kernels;
-}
-void set_cuda_kernels(CudaKernels* k) { g_cuda_kernels = k; }
-CudaKernels& require_cuda(const char* op) {
-  ember::detail::register_cuda_backend();
-  EMBER_CHECK_T(DeviceError, g_cuda_kernels != nullptr, op,
-                ": got a CUDA tensor, but ember was built without CUDA (configure with -DEMBER_CUDA=ON)");
-  return *g_cuda_kernels;
-}
 
 void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;

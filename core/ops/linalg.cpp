@@ -1,12 +1,15 @@
-// Matrix products: OpenBLAS (cblas) on CPU, cuBLAS through the CUDA kernels table.
-// Transposed operands are passed to BLAS as transposes rather than copied.
-#include <cblas.h>
+// Matrix products: checks, then gemm_stub (core/ops/linalg_stubs.h: OpenBLAS on CPU, cuBLAS on
+// CUDA). Transposed operands are passed to BLAS as transposes rather than copied.
+#include "core/ops/linalg_stubs.h"
 
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<GemmFn> gemm_stub;
+
 namespace {
 
 struct GemmOperand {
@@ -76,24 +79,8 @@ void gemm_into(Tensor& c, const Tensor& a, const Tensor& b, double beta, double 
   }
   GemmOperand ga = as_gemm_operand(a), gb = as_gemm_operand(b);
   int64_t ldc = c.strides()[0];
-  if (a.device().is_cuda()) {
-    detail::require_cuda("mm").gemm(dt, ga.trans, gb.trans, m, n, k, alpha, ga.t.raw_data(), ga.ld, gb.t.raw_data(),
-                                    gb.ld, beta, c.raw_data(), ldc, a.device().index);
-    return;
-  }
-  auto ta = ga.trans ? CblasTrans : CblasNoTrans;
-  auto tb = gb.trans ? CblasTrans : CblasNoTrans;
-  if (dt == kFloat32) {
-    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
-                static_cast<float>(alpha), static_cast<const float*>(ga.t.raw_data()), static_cast<int>(ga.ld),
-                static_cast<const float*>(gb.t.raw_data()), static_cast<int>(gb.ld), static_cast<float>(beta),
-                static_cast<float*>(c.raw_data()), static_cast<int>(ldc));
-  } else {
-    cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
-                static_cast<const double*>(ga.t.raw_data()), static_cast<int>(ga.ld),
-                static_cast<const double*>(gb.t.raw_data()), static_cast<int>(gb.ld), beta,
-                static_cast<double*>(c.raw_data()), static_cast<int>(ldc));
-  }
+  gemm_stub.kernel(a.device(), "mm")(dt, ga.trans, gb.trans, m, n, k, alpha, ga.t.raw_data(), ga.ld, gb.t.raw_data(),
+                                     gb.ld, beta, c.raw_data(), ldc, a.device().index);
 }
 
 }  // namespace

@@ -1,45 +1,42 @@
 // embedding_forward/_backward, layer_norm_forward/_backward and gather_rows (core/ops/nn_native.h):
-// checks, allocation, dispatch on device. CPU kernels: core/kernels/cpu/{embedding,layer_norm,
-// gather_rows}.cpp; CUDA: the functors of core/kernels/{embedding,layer_norm,gather_rows}.h run by
-// core/kernels/cuda/nn_layers.cu.
+// checks, allocation and the stubs of core/ops/nn_layers_stubs.h.
+#include "core/ops/nn_layers_stubs.h"
+
 #include <vector>
 
-#include "core/kernels/cpu/embedding.h"
-#include "core/kernels/cpu/gather_rows.h"
-#include "core/kernels/cpu/layer_norm.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
+#include "core/ops/index_stubs.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<GatherRowsFn> gather_rows_stub;
+detail::DispatchStub<EmbeddingForwardFn> embedding_forward_stub;
+detail::DispatchStub<EmbeddingBackwardScratchBytesFn> embedding_backward_scratch_bytes_stub;
+detail::DispatchStub<EmbeddingBackwardFn> embedding_backward_stub;
+detail::DispatchStub<LayerNormForwardFn> layer_norm_forward_stub;
+detail::DispatchStub<LayerNormBackwardFn> layer_norm_backward_stub;
+
 namespace {
 
-bool cpu_float(const Tensor& t) { return t.device().is_cpu() && (t.dtype() == kFloat32 || t.dtype() == kFloat64); }
-bool cuda_float(const Tensor& t) { return t.device().is_cuda() && (t.dtype() == kFloat32 || t.dtype() == kFloat64); }
+bool is_float(const Tensor& t) { return t.dtype() == kFloat32 || t.dtype() == kFloat64; }
 
-// int64 indices, contiguous, every value in [0, num). On CUDA a check kernel finds the first bad
-// index before anything trusts them; only that one value is copied to the host for the message.
+// int64 indices, contiguous, every value in [0, num): a check kernel finds the first bad index
+// before anything trusts them; only that one value is read for the message.
 Tensor checked_indices(const Tensor& indices, int64_t num) {
   EMBER_CHECK_T(TypeError, indices.dtype() == kInt64 || indices.dtype() == kInt32,
                 "embedding: Expected tensor for argument #1 'indices' to have one of the following scalar types: "
                 "Long, Int; but got ", indices.dtype(), " instead");
   Tensor idx = contiguous(indices.dtype() == kInt64 ? indices : to(indices, kInt64));
   if (idx.numel() == 0) return idx;
-  if (idx.device().is_cpu()) {
-    const int64_t* p = idx.data_ptr<int64_t>();
-    for (int64_t i = 0; i < idx.numel(); ++i) {
-      EMBER_CHECK_T(IndexError, p[i] >= 0 && p[i] < num, "embedding: index out of range in self (index ", p[i],
-                    ", num_embeddings ", num, ")");
-    }
-  } else {
-    Tensor slot = empty({1}, TensorOptions(kInt64).device(idx.device()));
-    const int64_t bad = detail::require_cuda("embedding").index_first_out_of_range(
-        idx.data_ptr<int64_t>(), idx.numel(), num, /*allow_negative=*/false, slot.raw_data(), idx.device().index);
-    if (bad >= 0) {
-      const auto value = static_cast<int64_t>(select(reshape(idx, {-1}), 0, bad).item());
-      EMBER_THROW(IndexError, "embedding: index out of range in self (index ", value, ", num_embeddings ", num, ")");
-    }
+  Tensor slot = empty({1}, TensorOptions(kInt64).device(idx.device()));
+  const int64_t bad = index_first_out_of_range_stub.kernel(idx.device(), "embedding")(
+      idx.data_ptr<int64_t>(), idx.numel(), num, /*allow_negative=*/false, slot.raw_data(), idx.device().index);
+  if (bad >= 0) {
+    const auto value = select(reshape(idx, {-1}), 0, bad).item<int64_t>();
+    EMBER_THROW(IndexError, "embedding: index out of range in self (index ", value, ", num_embeddings ", num, ")");
   }
   return idx;
 }
@@ -49,29 +46,18 @@ Tensor checked_indices(const Tensor& indices, int64_t num) {
 Tensor embedding_forward(const Tensor& weight, const Tensor& indices) {
   EMBER_CHECK_T(ValueError, weight.dim() == 2, "embedding: 'weight' must be 2-D, got shape ", weight.sizes());
   const int64_t num = weight.size(0), dim = weight.size(1);
-  if (weight.device().is_cuda()) {
-    EMBER_CHECK(indices.device() == weight.device(), "embedding: expected the indices on the weight's device ",
-                weight.device(), ", got ", indices.device());
-  }
+  EMBER_CHECK(indices.device() == weight.device(), "embedding: expected the indices on the weight's device ",
+              weight.device(), ", got ", indices.device());
   Tensor idx = checked_indices(indices, num);
   IntList out_sizes = indices.sizes();
   out_sizes.push_back(dim);
-  if (weight.device().is_cuda()) {
-    Tensor w = contiguous(weight);
-    Tensor out = empty(out_sizes, TensorOptions(weight.dtype()).device(weight.device()));
-    if (out.numel() > 0) {
-      detail::require_cuda("embedding").embedding_forward(weight.dtype(), idx.data_ptr<int64_t>(), idx.numel(), dim,
-                                                          w.raw_data(), out.raw_data(), weight.device().index);
-    }
-    return out;
-  }
-  if (!(cpu_float(weight) && idx.device().is_cpu())) {
-    return reshape(index_select(weight, 0, reshape(idx, {-1})), out_sizes);
-  }
   Tensor w = contiguous(weight);
   Tensor out = empty(out_sizes, TensorOptions(weight.dtype()).device(weight.device()));
-  kernels::cpu::embedding_forward(weight.dtype(), w.raw_data(), idx.data_ptr<int64_t>(), idx.numel(), dim,
-                                  out.raw_data());
+  if (out.numel() > 0) {
+    embedding_forward_stub.kernel(weight.device(), "embedding")(weight.dtype(), idx.data_ptr<int64_t>(), idx.numel(),
+                                                                dim, w.raw_data(), out.raw_data(),
+                                                                weight.device().index);
+  }
   return out;
 }
 
@@ -81,19 +67,16 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& indices, int64_t num
   const int64_t dim = idx.numel() > 0 ? grad.numel() / idx.numel() : (grad.dim() > 0 ? grad.sizes().back() : 0);
   Tensor g = contiguous(grad.dtype() == dtype ? grad : to(grad, dtype));
   Tensor gw = zeros({num_weights, dim}, TensorOptions(dtype).device(device));
-  if (cpu_float(gw) && idx.device().is_cpu() && g.device() == device) {
-    kernels::cpu::embedding_backward(dtype, g.raw_data(), idx.data_ptr<int64_t>(), idx.numel(), dim, padding_idx,
-                                     gw.raw_data());
-    return gw;
-  }
-  if (cuda_float(gw) && idx.device() == device && g.device() == device) {
-    // Deterministic: sort, then one sum per index (Note [Deterministic embedding backward]).
-    auto& k = detail::require_cuda("embedding_backward");
+  if (is_float(gw) && idx.device() == device && g.device() == device) {
+    // Deterministic: one sum per index in position order (Note [Deterministic embedding backward]).
     const int64_t n = idx.numel();
-    const size_t bytes = k.embedding_backward_scratch_bytes(n, num_weights, device.index);
-    Tensor scratch = empty({static_cast<int64_t>((bytes + 7) / 8)}, TensorOptions(kInt64).device(device));
-    k.embedding_backward(dtype, idx.data_ptr<int64_t>(), n, num_weights, dim, padding_idx, g.raw_data(),
-                         gw.raw_data(), scratch.raw_data(), bytes, device.index);
+    const size_t bytes = embedding_backward_scratch_bytes_stub.kernel(device, "embedding_backward")(n, num_weights,
+                                                                                                   device.index);
+    Tensor scratch;
+    if (bytes > 0) scratch = empty({static_cast<int64_t>((bytes + 7) / 8)}, TensorOptions(kInt64).device(device));
+    embedding_backward_stub.kernel(device, "embedding_backward")(
+        dtype, idx.data_ptr<int64_t>(), n, num_weights, dim, padding_idx, g.raw_data(), gw.raw_data(),
+        scratch.defined() ? scratch.raw_data() : nullptr, bytes, device.index);
     return gw;
   }
   index_add_(gw, 0, reshape(idx, {-1}), reshape(g, {-1, dim}));
@@ -124,16 +107,11 @@ LayerNormForward layer_norm_forward(const Tensor& input, int64_t M, int64_t N, c
   f.rstd = empty({M}, TensorOptions(kFloat64).device(input.device()));
   const void* wp = w.defined() ? w.raw_data() : nullptr;
   const void* bp = b.defined() ? b.raw_data() : nullptr;
-  if (input.device().is_cuda()) {
-    if (M > 0) {
-      detail::require_cuda("layer_norm").layer_norm_forward(dt, x.raw_data(), wp, bp, f.y.raw_data(),
-                                                            f.mean.data_ptr<double>(), f.rstd.data_ptr<double>(), M, N,
-                                                            eps, input.device().index);
-    }
-    return f;
+  if (M > 0) {
+    layer_norm_forward_stub.kernel(input.device(), "layer_norm")(dt, x.raw_data(), wp, bp, f.y.raw_data(),
+                                                                 f.mean.data_ptr<double>(), f.rstd.data_ptr<double>(),
+                                                                 M, N, eps, input.device().index);
   }
-  kernels::cpu::layer_norm_forward(dt, x.raw_data(), wp, bp, f.y.raw_data(), f.mean.data_ptr<double>(),
-                                   f.rstd.data_ptr<double>(), M, N, eps);
   return f;
 }
 
@@ -154,16 +132,11 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& input,
   if (needs[2]) r[2] = empty(wsizes, opts);
   auto raw = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
   Tensor mc = contiguous(mean), rc = contiguous(rstd);
-  if (input.device().is_cuda()) {
-    if (N > 0) {  // M == 0: no rows, and the column functor writes zero gradients
-      detail::require_cuda("layer_norm_backward").layer_norm_backward(
-          dt, g.raw_data(), x.raw_data(), raw(w), mc.data_ptr<double>(), rc.data_ptr<double>(), M, N, raw(r[0]),
-          raw(r[1]), raw(r[2]), input.device().index);
-    }
-    return r;
+  if (N > 0) {  // M == 0: no rows, and the kernels write zero weight and bias gradients
+    layer_norm_backward_stub.kernel(input.device(), "layer_norm_backward")(
+        dt, g.raw_data(), x.raw_data(), raw(w), mc.data_ptr<double>(), rc.data_ptr<double>(), M, N, raw(r[0]),
+        raw(r[1]), raw(r[2]), input.device().index);
   }
-  kernels::cpu::layer_norm_backward(dt, g.raw_data(), x.raw_data(), raw(w), mc.data_ptr<double>(),
-                                    rc.data_ptr<double>(), M, N, raw(r[0]), raw(r[1]), raw(r[2]));
   return r;
 }
 
@@ -181,19 +154,12 @@ Tensor gather_rows(const Tensor& src, const std::vector<int64_t>& index, int64_t
   }
   Tensor out = empty(out_sizes, TensorOptions(src.dtype()).device(src.device()));
   if (out.numel() == 0) return out;
-  if (src.device().is_cuda()) {
-    // The row map is host metadata: one copy to the device, then one launch.
-    Tensor idx = from_vector<int64_t>(index, {out_rows}, src.device());
-    Tensor fill_value = full({1}, fill, TensorOptions(src.dtype()).device(src.device()));
-    detail::require_cuda("gather_rows").gather_rows(src.dtype(), idx.data_ptr<int64_t>(), out_rows, cols,
-                                                    sc.raw_data(), fill_value.raw_data(), out.raw_data(),
-                                                    src.device().index);
-    return out;
-  }
-  Tensor fill_row;
-  if (fill != 0.0) fill_row = full({cols}, fill, TensorOptions(src.dtype()));
-  kernels::cpu::gather_rows(sc.raw_data(), index.data(), out_rows, static_cast<size_t>(cols) * src.element_size(),
-                            fill_row.defined() ? fill_row.raw_data() : nullptr, out.raw_data());
+  // The row map is host metadata: one copy to the device, then one call.
+  Tensor idx = from_vector<int64_t>(index, {out_rows}, src.device());
+  Tensor fill_value = full({1}, fill, TensorOptions(src.dtype()).device(src.device()));
+  gather_rows_stub.kernel(src.device(), "gather_rows")(src.dtype(), idx.data_ptr<int64_t>(), out_rows, cols,
+                                                       sc.raw_data(), fill_value.raw_data(), out.raw_data(),
+                                                       src.device().index);
   return out;
 }
 

@@ -1,19 +1,22 @@
 // adam_update_ / sgd_update_ (core/ops/nn_native.h): one optimizer step over a list of
-// parameters. One driver (for_each_update) sorts the parameters: contiguous CPU tensors of one
-// floating dtype with their state alike run the fused per-tensor kernel
-// (core/kernels/cpu/optim.cpp), such CUDA tensors one multi-tensor launch per (device, dtype)
-// (core/kernels/cuda/multi_tensor.cu), anything else (strided or mixed-dtype state) the same formula
+// parameters. One driver (for_each_update) sorts the parameters: contiguous float32/64 tensors
+// with their state alike run one multi-tensor call per (device, dtype) through the stubs of
+// core/ops/multi_tensor_stubs.h; anything else (strided or mixed-dtype state) the same formula
 // as native tensor ops in the same op order.
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <utility>
 
-#include "core/kernels/cpu/optim.h"
-#include "core/ops/detail/plan.h"
+#include "core/ops/multi_tensor_stubs.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<MultiTensorAdamFn> multi_tensor_adam_stub;
+detail::DispatchStub<MultiTensorSgdFn> multi_tensor_sgd_stub;
+
 namespace {
 
 // lists[0] are the parameters, lists[1] the gradients (read only); later lists are state the
@@ -26,7 +29,6 @@ bool fusable_with(const Tensor& p, const Tensor& t) {
 
 bool fusable(const Lists& lists, size_t i) {
   const Tensor& p = (*lists[0])[i];
-  if (!(p.device().is_cpu() || (p.device().is_cuda() && detail::cuda_kernels() != nullptr))) return false;
   if (!(p.is_contiguous() && (p.dtype() == kFloat32 || p.dtype() == kFloat64))) return false;
   for (size_t l = 1; l < lists.size(); ++l) {
     if (!lists[l]->empty() && !fusable_with(p, (*lists[l])[i])) return false;
@@ -50,42 +52,35 @@ void bump_written(const Lists& lists, size_t i) {
   }
 }
 
-// cpu(i) for fused CPU parameters, fallback(i) for the others; CUDA parameters are grouped by
-// (device, dtype) and cuda(dtype, device_index, entries) runs once per group, entry_arg(i, e)
-// filling each entry's per-tensor scalars.
-template <typename Cpu, typename Fallback, typename EntryArg, typename Cuda>
-void for_each_update(const char* op, const Lists& lists, Cpu cpu, Fallback fallback, EntryArg entry_arg, Cuda cuda) {
+// Fusable parameters are grouped by (device, dtype) and run(dtype, device, entries) runs once per
+// group, entry_arg(i, e) filling each entry's per-tensor scalars; fallback(i) for the others.
+template <typename Fallback, typename EntryArg, typename Run>
+void for_each_update(const char* op, const Lists& lists, Fallback fallback, EntryArg entry_arg, Run run) {
   const size_t n = lists[0]->size();
   for (size_t l = 1; l < lists.size(); ++l) {
     EMBER_CHECK_T(ValueError, l >= 2 ? lists[l]->empty() || lists[l]->size() == n : lists[l]->size() == n, op,
                   ": expected ", n, " tensors in list ", l, ", got ", lists[l]->size());
   }
-  std::map<std::pair<int, DType>, std::vector<kernels::MultiTensorEntry>> groups;
-  std::map<std::pair<int, DType>, std::vector<size_t>> members;
+  using Key = std::tuple<DeviceType, int, DType>;
+  std::map<Key, std::vector<kernels::MultiTensorEntry>> groups;
+  std::map<Key, std::vector<size_t>> members;
   for (size_t i = 0; i < n; ++i) {
     const Tensor& p = (*lists[0])[i];
     if (!fusable(lists, i)) {
       fallback(i);
       continue;
     }
-    if (p.device().is_cpu()) {
-      cpu(i);
-      bump_written(lists, i);
-      continue;
-    }
-    const auto key = std::make_pair(p.device().index, p.dtype());
+    const Key key{p.device().type, p.device().index, p.dtype()};
     kernels::MultiTensorEntry e = entry_of(lists, i);
     entry_arg(i, e);
     groups[key].push_back(e);
     members[key].push_back(i);
   }
   for (const auto& [key, entries] : groups) {
-    cuda(key.second, key.first, entries);
+    run(std::get<2>(key), Device(std::get<0>(key), std::get<1>(key)), entries);
     for (size_t i : members[key]) bump_written(lists, i);
   }
 }
-
-void* data_or_null(const std::vector<Tensor>& list, size_t i) { return list.empty() ? nullptr : list[i].raw_data(); }
 
 void adam_reference(Tensor p, const Tensor& grad, Tensor exp_avg, Tensor exp_avg_sq, const Tensor* max_exp_avg_sq,
                     double step, const kernels::AdamArgs& a) {
@@ -146,12 +141,6 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
   for_each_update(
       "adam_update_", lists,
       [&](size_t i) {
-        kernels::AdamArgs ai = a;
-        ai.step = steps[i];
-        kernels::cpu::adam_step(params[i].dtype(), params[i].raw_data(), grads[i].raw_data(), exp_avgs[i].raw_data(),
-                                exp_avg_sqs[i].raw_data(), data_or_null(max_exp_avg_sqs, i), params[i].numel(), ai);
-      },
-      [&](size_t i) {
         adam_reference(params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], amsgrad ? &max_exp_avg_sqs[i] : nullptr,
                        steps[i], a);
       },
@@ -160,9 +149,9 @@ void adam_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& 
         e.arg[0] = terms.neg_step_size;
         e.arg[1] = terms.bc2_sqrt;
       },
-      [&](DType dtype, int device_index, const std::vector<kernels::MultiTensorEntry>& entries) {
-        detail::require_cuda("adam_update_")
-            .multi_tensor_adam(dtype, a, entries.data(), static_cast<int64_t>(entries.size()), device_index);
+      [&](DType dtype, Device device, const std::vector<kernels::MultiTensorEntry>& entries) {
+        multi_tensor_adam_stub.kernel(device, "adam_update_")(dtype, a, entries.data(),
+                                                              static_cast<int64_t>(entries.size()), device.index);
       });
 }
 
@@ -176,16 +165,12 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   for_each_update(
       "sgd_update_", lists,
       [&](size_t i) {
-        kernels::cpu::sgd_step(params[i].dtype(), params[i].raw_data(), grads[i].raw_data(),
-                               data_or_null(momentum_buffers, i), use_buf && init_buffers[i], params[i].numel(), a);
-      },
-      [&](size_t i) {
         sgd_reference(params[i], grads[i], use_buf ? &momentum_buffers[i] : nullptr, use_buf && init_buffers[i], a);
       },
       [&](size_t i, kernels::MultiTensorEntry& e) { e.arg[0] = use_buf && init_buffers[i] ? 1.0 : 0.0; },
-      [&](DType dtype, int device_index, const std::vector<kernels::MultiTensorEntry>& entries) {
-        detail::require_cuda("sgd_update_")
-            .multi_tensor_sgd(dtype, a, use_buf, entries.data(), static_cast<int64_t>(entries.size()), device_index);
+      [&](DType dtype, Device device, const std::vector<kernels::MultiTensorEntry>& entries) {
+        multi_tensor_sgd_stub.kernel(device, "sgd_update_")(dtype, a, use_buf, entries.data(),
+                                                            static_cast<int64_t>(entries.size()), device.index);
       });
 }
 

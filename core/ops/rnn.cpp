@@ -1,14 +1,14 @@
-// native::rnn_layer_forward / _backward (core/ops/nn_native.h): checks, state buffers, dispatch
-// on device. CPU engine: core/kernels/cpu/rnn_layer.cpp; CUDA: the stepwise engine of
-// core/ops/rnn_stepwise.cpp over cuBLAS GEMMs and the cell launchers of core/kernels/cuda/rnn_cell.cu.
-#include "core/kernels/cpu/rnn_layer.h"
-#include "core/ops/detail/plan.h"
-#include "core/ops/detail/rnn_stepwise.h"
-#include "core/ops/factory.h"
+// native::rnn_layer_forward / _backward (core/ops/nn_native.h): checks, then the stubs of
+// core/ops/rnn_stubs.h.
+#include "core/ops/rnn_stubs.h"
+
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<RnnLayerForwardFn> rnn_layer_forward_stub;
+detail::DispatchStub<RnnLayerBackwardFn> rnn_layer_backward_stub;
 
 const char* rnn_mode_name(RnnMode m) {
   switch (m) {
@@ -35,16 +35,6 @@ std::shared_ptr<const PackedSteps> PackedSteps::make(std::vector<int64_t> batch_
   return s;
 }
 
-namespace {
-
-// The CUDA cell launchers (null entries when CUDA is not built: require_cuda throws first).
-detail::CellRunner cuda_cells(const char* op) {
-  auto& k = detail::require_cuda(op);
-  return detail::CellRunner{k.rnn_cell_f32, k.rnn_cell_f64};
-}
-
-}  // namespace
-
 RnnLayerForward rnn_layer_forward(RnnMode mode, const Tensor& input, const PackedSteps& steps, const Tensor& h0,
                                   const Tensor& c0, const std::vector<Tensor>& weights) {
   EMBER_INTERNAL_ASSERT(weights.size() == 4 || weights.size() == 8, "rnn_layer: ", weights.size(), " weights");
@@ -55,16 +45,7 @@ RnnLayerForward rnn_layer_forward(RnnMode mode, const Tensor& input, const Packe
   EMBER_INTERNAL_ASSERT(h0.sizes() == (IntList{D, B, H}) && (!lstm || c0.sizes() == h0.sizes()), "rnn_layer: h0 ",
                         h0.sizes());
   EMBER_INTERNAL_ASSERT(input.dtype() == kFloat32 || input.dtype() == kFloat64, "rnn_layer: dtype ", input.dtype());
-  if (input.device().is_cuda()) {
-    return detail::rnn_layer_forward_stepwise(mode, input, steps, h0, c0, weights, cuda_cells("rnn_layer_forward"));
-  }
-  RnnLayerForward out;
-  Tensor x = contiguous(input);
-  out.output = empty({steps.num_rows, D * H}, TensorOptions(input.dtype()).device(input.device()));
-  out.h_n = clone(contiguous(h0));
-  if (lstm) out.c_n = clone(contiguous(c0));
-  kernels::cpu::rnn_layer_forward(mode, steps, x, weights, out.output, out.h_n, out.c_n, out.saved);
-  return out;
+  return rnn_layer_forward_stub.kernel(input.device(), "rnn_layer_forward")(mode, input, steps, h0, c0, weights);
 }
 
 std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, const Tensor& input,
@@ -74,12 +55,8 @@ std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, c
   EMBER_INTERNAL_ASSERT(!w_ih.empty() && w_ih.size() == w_hh.size() && saved.size() == w_ih.size() &&
                             needs.size() == 3 + 4 * w_ih.size(),
                         "rnn_layer_backward: ", w_ih.size(), " directions, ", needs.size(), " gradients");
-  if (input.device().is_cuda()) {
-    return detail::rnn_layer_backward_stepwise(mode, steps, input, w_ih, w_hh, saved, d_output, d_h_n, d_c_n, needs,
-                                               cuda_cells("rnn_layer_backward"));
-  }
-  return kernels::cpu::rnn_layer_backward(mode, steps, contiguous(input), w_ih, w_hh, saved, d_output, d_h_n, d_c_n,
-                                          needs);
+  return rnn_layer_backward_stub.kernel(input.device(), "rnn_layer_backward")(mode, steps, input, w_ih, w_hh, saved,
+                                                                              d_output, d_h_n, d_c_n, needs);
 }
 
 }  // namespace ember::native

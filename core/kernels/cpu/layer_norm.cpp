@@ -62,7 +62,7 @@ void layer_norm_backward_kernel(const T* g, const T* x, const T* w, const double
 }  // namespace
 
 void layer_norm_forward(DType dtype, const void* x, const void* w, const void* b, void* y, double* mean, double* rstd,
-                        int64_t M, int64_t N, double eps) {
+                        int64_t M, int64_t N, double eps, int /*device_index*/) {
   if (dtype == kFloat32) {
     return layer_norm_forward_kernel<float>(static_cast<const float*>(x), static_cast<const float*>(w),
                                             static_cast<const float*>(b), static_cast<float*>(y), mean, rstd, M, N,
@@ -74,7 +74,8 @@ void layer_norm_forward(DType dtype, const void* x, const void* w, const void* b
 }
 
 void layer_norm_backward(DType dtype, const void* g, const void* x, const void* w, const double* mean,
-                         const double* rstd, int64_t M, int64_t N, void* gx, void* gw, void* gb) {
+                         const double* rstd, int64_t M, int64_t N, void* gx, void* gw, void* gb,
+                         int /*device_index*/) {
   if (dtype == kFloat32) {
     return layer_norm_backward_kernel<float>(static_cast<const float*>(g), static_cast<const float*>(x),
                                              static_cast<const float*>(w), mean, rstd, M, N, static_cast<float*>(gx),

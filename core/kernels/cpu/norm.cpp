@@ -143,4 +143,27 @@ void scale_inplace(const std::vector<NormSpan>& spans, double scale) {
   });
 }
 
+namespace {
+std::vector<NormSpan> spans_of(const MultiTensorEntry* entries, int64_t n) {
+  std::vector<NormSpan> spans;
+  spans.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    spans.push_back({entries[i].is_f64 ? kFloat64 : kFloat32, entries[i].ptr[0], entries[i].numel});
+  }
+  return spans;
+}
+}  // namespace
+
+double multi_tensor_norm(const MultiTensorEntry* entries, int64_t n, double p, int /*device_index*/) {
+  const NormReduce kind = norm_reduce_kind(p);
+  const NormCombineF combine{kind};
+  double acc = norm_identity(kind);
+  for (double v : norm_partials(spans_of(entries, n), p)) acc = combine(acc, v);
+  return acc;
+}
+
+void multi_tensor_scale(const MultiTensorEntry* entries, int64_t n, double scale, int /*device_index*/) {
+  scale_inplace(spans_of(entries, n), scale);
+}
+
 }  // namespace ember::kernels::cpu

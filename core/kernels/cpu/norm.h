@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/kernels/multi_tensor.h"
 
 namespace ember::kernels::cpu {
 
@@ -27,5 +28,10 @@ std::vector<double> norm_partials(const std::vector<NormSpan>& spans, double p);
 
 /// x *= scale over every span, in one parallel pass over all their elements together.
 void scale_inplace(const std::vector<NormSpan>& spans, double scale);
+
+/// The kernels of the multi-tensor stubs (core/ops/multi_tensor_stubs.h) over the entries' list
+/// 0: the partials of norm_partials combined in order (not finished), and scale_inplace.
+double multi_tensor_norm(const MultiTensorEntry* entries, int64_t n, double p, int device_index);
+void multi_tensor_scale(const MultiTensorEntry* entries, int64_t n, double scale, int device_index);
 
 }  // namespace ember::kernels::cpu

@@ -1,13 +1,28 @@
 // register_cpu_kernels(): every CPU kernel, by its op's stub (Note [Dispatch stubs]).
 #include "core/kernels/cpu/register.h"
 
+#include "core/kernels/cpu/blas_gemm.h"
 #include "core/kernels/cpu/class_loss.h"
 #include "core/kernels/cpu/elementwise.h"
+#include "core/kernels/cpu/embedding.h"
+#include "core/kernels/cpu/gather_rows.h"
+#include "core/kernels/cpu/index.h"
+#include "core/kernels/cpu/layer_norm.h"
+#include "core/kernels/cpu/norm.h"
+#include "core/kernels/cpu/optim.h"
+#include "core/kernels/cpu/random.h"
 #include "core/kernels/cpu/reduce.h"
+#include "core/kernels/cpu/rnn_layer.h"
 #include "core/kernels/cpu/softmax.h"
 #include "core/ops/class_loss_stubs.h"
 #include "core/ops/elementwise_stubs.h"
+#include "core/ops/index_stubs.h"
+#include "core/ops/linalg_stubs.h"
+#include "core/ops/multi_tensor_stubs.h"
+#include "core/ops/nn_layers_stubs.h"
+#include "core/ops/random_stubs.h"
 #include "core/ops/reduce_stubs.h"
+#include "core/ops/rnn_stubs.h"
 #include "core/ops/softmax_stubs.h"
 
 namespace ember::kernels::cpu {
@@ -24,6 +39,25 @@ void register_cpu_kernels() {
   native::class_loss_backward_stub.set(kCpu, &class_loss_backward);
   native::softmax_stub.set(kCpu, &softmax_forward);
   native::softmax_backward_stub.set(kCpu, &softmax_backward);
+  native::index_first_out_of_range_stub.set(kCpu, &index_first_out_of_range);
+  native::index_gather_stub.set(kCpu, &index_gather);
+  native::index_scatter_add_stub.set(kCpu, &index_scatter_add);
+  native::one_hot_stub.set(kCpu, &one_hot);
+  native::random_stub.set(kCpu, &random_fill);
+  native::first_invalid_probability_stub.set(kCpu, &first_invalid_probability);
+  native::multi_tensor_adam_stub.set(kCpu, &multi_tensor_adam);
+  native::multi_tensor_sgd_stub.set(kCpu, &multi_tensor_sgd);
+  native::multi_tensor_norm_stub.set(kCpu, &multi_tensor_norm);
+  native::multi_tensor_scale_stub.set(kCpu, &multi_tensor_scale);
+  native::gather_rows_stub.set(kCpu, &gather_rows);
+  native::embedding_forward_stub.set(kCpu, &embedding_forward);
+  native::embedding_backward_scratch_bytes_stub.set(kCpu, &embedding_backward_scratch_bytes);
+  native::embedding_backward_stub.set(kCpu, &embedding_backward);
+  native::layer_norm_forward_stub.set(kCpu, &layer_norm_forward);
+  native::layer_norm_backward_stub.set(kCpu, &layer_norm_backward);
+  native::rnn_layer_forward_stub.set(kCpu, &rnn_layer_forward);
+  native::rnn_layer_backward_stub.set(kCpu, &rnn_layer_backward);
+  native::gemm_stub.set(kCpu, &blas_gemm);
 }
 
 }  // namespace ember::kernels::cpu

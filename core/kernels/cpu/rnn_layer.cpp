@@ -259,21 +259,29 @@ LayerShape shape_of(RnnMode mode, const PackedSteps& steps, const Tensor& input,
 
 }  // namespace
 
-void rnn_layer_forward(RnnMode mode, const PackedSteps& steps, const Tensor& x, const std::vector<Tensor>& weights,
-                       Tensor& output, Tensor& h_n, Tensor& c_n, std::vector<native::RnnDirectionSaved>& saved) {
+native::RnnLayerForward rnn_layer_forward(RnnMode mode, const Tensor& input, const PackedSteps& steps,
+                                          const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights) {
+  native::RnnLayerForward out;
+  const Tensor x = native::contiguous(input);
+  const int64_t D = static_cast<int64_t>(weights.size() / 4), H = weights[1].size(1);
+  out.output = empty({steps.num_rows, D * H}, TensorOptions(input.dtype()).device(input.device()));
+  out.h_n = native::clone(native::contiguous(h0));
+  if (mode == RnnMode::kLstm) out.c_n = native::clone(native::contiguous(c0));
   const LayerShape s = shape_of(mode, steps, x, weights[1], weights.size() / 4, weights[2].defined());
-  saved.assign(static_cast<size_t>(s.D), native::RnnDirectionSaved{});
+  out.saved.assign(static_cast<size_t>(s.D), native::RnnDirectionSaved{});
   if (x.dtype() == kFloat64) {
-    forward_all<double>(s, steps, x, weights, output, h_n, c_n, saved);
+    forward_all<double>(s, steps, x, weights, out.output, out.h_n, out.c_n, out.saved);
   } else {
-    forward_all<float>(s, steps, x, weights, output, h_n, c_n, saved);
+    forward_all<float>(s, steps, x, weights, out.output, out.h_n, out.c_n, out.saved);
   }
+  return out;
 }
 
-std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, const Tensor& x,
+std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, const Tensor& input,
                                        const std::vector<Tensor>& w_ih, const std::vector<Tensor>& w_hh,
                                        const std::vector<native::RnnDirectionSaved>& saved, const Tensor& dy,
                                        const Tensor& dh_n, const Tensor& dc_n, const std::vector<bool>& needs) {
+  const Tensor x = native::contiguous(input);
   const LayerShape s = shape_of(mode, steps, x, w_hh[0], w_ih.size(), false);
   if (x.dtype() == kFloat64) return backward_all<double>(s, steps, x, w_ih, w_hh, saved, dy, dh_n, dc_n, needs);
   return backward_all<float>(s, steps, x, w_ih, w_hh, saved, dy, dh_n, dc_n, needs);

@@ -1,7 +1,7 @@
 // The CPU engine of one recurrent layer (both directions when bidirectional) over packed rows:
 // the input GEMM, per step the recurrent GEMM (PackedRhs or BLAS) and the fused cell kernel,
-// and the backward in reverse step order. Called by native::rnn_layer_forward / _backward
-// (core/ops/rnn.cpp), which check the arguments. See Note [RNN step buffers] in rnn_layer.cpp.
+// and the backward in reverse step order. Run by native::rnn_layer_forward / _backward
+// (core/ops/rnn.cpp) through their stubs, after the arguments are checked. See Note [RNN step buffers] in rnn_layer.cpp.
 #pragma once
 #include <vector>
 
@@ -9,16 +9,12 @@
 
 namespace ember::kernels::cpu {
 
-/// x contiguous [N, F]; h_n, c_n hold h0, c0 on entry (contiguous [D, B, H]) and the final
-/// states on return; output [N, D*H] is written; saved gets one entry per direction.
-void rnn_layer_forward(native::RnnMode mode, const native::PackedSteps& steps, const Tensor& x,
-                       const std::vector<Tensor>& weights, Tensor& output, Tensor& h_n, Tensor& c_n,
-                       std::vector<native::RnnDirectionSaved>& saved);
-
-/// See native::rnn_layer_backward.
-std::vector<Tensor> rnn_layer_backward(native::RnnMode mode, const native::PackedSteps& steps, const Tensor& x,
+/// The kernels of rnn_layer_forward_stub / rnn_layer_backward_stub (core/ops/rnn_stubs.h).
+native::RnnLayerForward rnn_layer_forward(native::RnnMode mode, const Tensor& input, const native::PackedSteps& steps,
+                                          const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights);
+std::vector<Tensor> rnn_layer_backward(native::RnnMode mode, const native::PackedSteps& steps, const Tensor& input,
                                        const std::vector<Tensor>& w_ih, const std::vector<Tensor>& w_hh,
-                                       const std::vector<native::RnnDirectionSaved>& saved, const Tensor& dy,
-                                       const Tensor& dh_n, const Tensor& dc_n, const std::vector<bool>& needs);
+                                       const std::vector<native::RnnDirectionSaved>& saved, const Tensor& d_output,
+                                       const Tensor& d_h_n, const Tensor& d_c_n, const std::vector<bool>& needs);
 
 }  // namespace ember::kernels::cpu

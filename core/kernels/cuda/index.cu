@@ -1,7 +1,10 @@
 // CUDA launchers of the indexing ops and of the pre-launch value checks: dtype dispatch onto the
 // functors of core/kernels/index.h, run by launch_elements (launch.cuh). No indexing formula
 // lives here; the CPU grid-emulation tests run the same functors (tests/core/launch_grid_test.cpp).
+#include <string>
+
 #include "core/cuda/cuda_device.h"
+#include "core/deterministic.h"
 #include "core/kernels/cuda/kernels.h"
 #include "core/kernels/cuda/launch.cuh"
 #include "core/kernels/class_loss.h"
@@ -58,7 +61,10 @@ void index_gather(DType dtype, const kernels::IndexGeometry& g, const int64_t* i
 }
 
 void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src, void* self,
-                       int device_index) {
+                       const char* op, int device_index) {
+  if (is_floating_point(dtype) && are_deterministic_algorithms_enabled()) {
+    alert_not_deterministic((std::string(op) + " (CUDA, floating point: atomic adds)").c_str());
+  }
   int64_t n = 1;
   for (int d = 0; d < g.ndim; ++d) n *= g.sizes[d];
   CudaDeviceGuard guard(device_index);
@@ -70,7 +76,7 @@ void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64
   // Note [16-bit atomic add] in core/kernels/atomic.h.
   if (dtype == DType::BFloat16) return launch(static_cast<BFloat16*>(nullptr));
   if (dtype == DType::Float16) return launch(static_cast<Half*>(nullptr));
-  EMBER_DISPATCH_NUMERIC(dtype, "scatter_add_", [&] { launch(static_cast<scalar_t*>(nullptr)); });
+  EMBER_DISPATCH_NUMERIC(dtype, op, [&] { launch(static_cast<scalar_t*>(nullptr)); });
 }
 
 void one_hot(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index) {

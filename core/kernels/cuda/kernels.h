@@ -1,6 +1,7 @@
-// Host entry points of the CUDA kernels in elementwise.cu and reduce.cu. Each launches on the
-// calling thread's current device (set by the caller, see cuda_backend.cpp) on the legacy
-// default stream and returns without waiting. Plain C++: included by g++-compiled files.
+// Host entry points of the CUDA kernels of core/kernels/cuda/, registered into the ops' stubs by
+// register.cpp. Each launches on the current stream of the device it is given (or the calling
+// thread's current device) and returns without waiting unless its contract says it reads a
+// result back. Plain C++: included by g++-compiled files.
 #pragma once
 #include <cstdint>
 
@@ -16,6 +17,7 @@
 #include "core/kernels/reduce.h"
 #include "core/kernels/rnn_cell.h"
 #include "core/kernels/softmax.h"
+#include "core/ops/detail/cudnn_rnn_plan.h"
 
 namespace ember::cuda {
 
@@ -33,15 +35,15 @@ void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels
             void* out, int64_t* out_idx, double scale, int device_index, const char* name);
 
 
-// The entries of native::detail::CudaKernels for the launch-grid functors (index.cu, softmax.cu,
-// random.cu); each makes cuda:device_index current. Contracts: core/ops/detail/plan.h.
+// The kernels of the launch-grid functors (index.cu, softmax.cu, random.cu, class_loss.cu); each
+// makes cuda:device_index current. Contracts: their stubs in core/ops/*_stubs.h.
 int64_t index_first_out_of_range(const int64_t* idx, int64_t n, int64_t size, bool allow_negative, void* slot,
                                  int device_index);
 int64_t first_invalid_probability(DType dtype, const void* p, int64_t n, void* slot, int device_index);
 void index_gather(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* in, void* out,
                   int device_index);
 void index_scatter_add(DType dtype, const kernels::IndexGeometry& g, const int64_t* idx, const void* src, void* self,
-                       int device_index);
+                       const char* op, int device_index);
 void one_hot(const int64_t* idx, int64_t n, int64_t num_classes, int64_t* out, int device_index);
 void softmax(DType dtype, int64_t outer, int64_t n, int64_t inner, bool log, const void* in, void* out,
              int device_index);
@@ -56,7 +58,7 @@ void class_loss_backward(DType dtype, const kernels::ClassLossGeometry& g, bool 
                          const double* lse, const void* g_elem, double g_scalar, void* gx, int device_index);
 
 
-// The multi-tensor entries of CudaKernels (multi_tensor.cu); contracts: core/ops/detail/plan.h.
+// multi_tensor.cu: the kernels of core/ops/multi_tensor_stubs.h.
 void multi_tensor_adam(DType dtype, const kernels::AdamArgs& a, const kernels::MultiTensorEntry* entries, int64_t n,
                        int device_index);
 void multi_tensor_sgd(DType dtype, const kernels::SgdArgs& a, bool has_buf, const kernels::MultiTensorEntry* entries,
@@ -64,7 +66,8 @@ void multi_tensor_sgd(DType dtype, const kernels::SgdArgs& a, bool has_buf, cons
 void multi_tensor_scale(const kernels::MultiTensorEntry* entries, int64_t n, double scale, int device_index);
 double multi_tensor_norm(const kernels::MultiTensorEntry* entries, int64_t n, double p, int device_index);
 
-// nn_layers.cu and rnn_cell.cu (contracts: core/ops/detail/plan.h).
+// nn_layers.cu: the kernels of core/ops/nn_layers_stubs.h. rnn_cell.cu: one time step's cell
+// (forward or backward) over rows * s.hidden items, for the stepwise engine (rnn_layer.cpp).
 void gather_rows(DType dtype, const int64_t* index, int64_t out_rows, int64_t cols, const void* src, const void* fill,
                  void* out, int device_index);
 void embedding_forward(DType dtype, const int64_t* idx, int64_t n, int64_t dim, const void* w, void* out,
@@ -81,5 +84,8 @@ void rnn_cell_f32(kernels::CellKind kind, bool backward, const kernels::CellStep
                   int device_index);
 void rnn_cell_f64(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                   int device_index);
+
+// cudnn_rnn.cpp (built with cuDNN only): the kernel of cudnn_rnn_backend_stub.
+const native::detail::CudnnRnnBackend* cudnn_rnn_backend();
 
 }  // namespace ember::cuda

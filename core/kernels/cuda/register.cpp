@@ -2,11 +2,21 @@
 // C++: the kernels' host entry points are declared in core/kernels/cuda/kernels.h.
 #include "core/kernels/cuda/register.h"
 
+#include "core/config.h"
+#include "core/cuda/cublas_gemm.h"
 #include "core/kernels/cuda/kernels.h"
+#include "core/kernels/cuda/rnn_layer.h"
+#include "core/ops/detail/cudnn_rnn_plan.h"
 #include "core/ops/class_loss_stubs.h"
 #include "core/ops/copy_stubs.h"
 #include "core/ops/elementwise_stubs.h"
+#include "core/ops/index_stubs.h"
+#include "core/ops/linalg_stubs.h"
+#include "core/ops/multi_tensor_stubs.h"
+#include "core/ops/nn_layers_stubs.h"
+#include "core/ops/random_stubs.h"
 #include "core/ops/reduce_stubs.h"
+#include "core/ops/rnn_stubs.h"
 #include "core/ops/softmax_stubs.h"
 
 namespace ember::kernels::cuda {
@@ -24,6 +34,28 @@ void register_cuda_kernels() {
   native::class_loss_backward_stub.set(kCuda, &ember::cuda::class_loss_backward);
   native::softmax_stub.set(kCuda, &ember::cuda::softmax);
   native::softmax_backward_stub.set(kCuda, &ember::cuda::softmax_backward);
+  native::index_first_out_of_range_stub.set(kCuda, &ember::cuda::index_first_out_of_range);
+  native::index_gather_stub.set(kCuda, &ember::cuda::index_gather);
+  native::index_scatter_add_stub.set(kCuda, &ember::cuda::index_scatter_add);
+  native::one_hot_stub.set(kCuda, &ember::cuda::one_hot);
+  native::random_stub.set(kCuda, &ember::cuda::random);
+  native::first_invalid_probability_stub.set(kCuda, &ember::cuda::first_invalid_probability);
+  native::multi_tensor_adam_stub.set(kCuda, &ember::cuda::multi_tensor_adam);
+  native::multi_tensor_sgd_stub.set(kCuda, &ember::cuda::multi_tensor_sgd);
+  native::multi_tensor_norm_stub.set(kCuda, &ember::cuda::multi_tensor_norm);
+  native::multi_tensor_scale_stub.set(kCuda, &ember::cuda::multi_tensor_scale);
+  native::gather_rows_stub.set(kCuda, &ember::cuda::gather_rows);
+  native::embedding_forward_stub.set(kCuda, &ember::cuda::embedding_forward);
+  native::embedding_backward_scratch_bytes_stub.set(kCuda, &ember::cuda::embedding_backward_scratch_bytes);
+  native::embedding_backward_stub.set(kCuda, &ember::cuda::embedding_backward);
+  native::layer_norm_forward_stub.set(kCuda, &ember::cuda::layer_norm_forward);
+  native::layer_norm_backward_stub.set(kCuda, &ember::cuda::layer_norm_backward);
+  native::rnn_layer_forward_stub.set(kCuda, &ember::cuda::rnn_layer_forward);
+  native::rnn_layer_backward_stub.set(kCuda, &ember::cuda::rnn_layer_backward);
+  native::gemm_stub.set(kCuda, &ember::cuda::gemm);
+#if EMBER_HAVE_CUDNN
+  native::detail::cudnn_rnn_backend_stub.set(kCuda, &ember::cuda::cudnn_rnn_backend);
+#endif
 }
 
 }  // namespace ember::kernels::cuda

@@ -1,5 +1,5 @@
 // The contract between core/ops/cudnn_rnn.cpp (device-neutral: tensors, allocation, caching,
-// dropout state) and core/cuda/cudnn_rnn.cpp (the cuDNN 9 calls), in plain types so that
+// dropout state) and core/kernels/cuda/cudnn_rnn.cpp (the cuDNN 9 calls), in plain types so that
 // neither side sees the other's headers. Every pointer is device memory of `device_index`
 // unless said otherwise; every call runs on the calling thread's current stream of that device
 // and returns without waiting. Thread-safe (each call builds its own descriptors).
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ops/detail/dispatch_stub.h"
 
 namespace ember::native::detail {
 
@@ -78,5 +79,10 @@ struct CudnnRnnBackend {
   /// cudnnRNNBackwardData_v8, then cudnnRNNBackwardWeights_v8 (when dweight_space is set).
   void (*backward)(const CudnnRnnDesc& d, const CudnnRnnCall& c);
 };
+
+/// The cuDNN backend of a device type: a CUDA kernel only where ember was built with cuDNN
+/// (core/kernels/cuda/cudnn_rnn.cpp); no kernel elsewhere (the stepwise RNN runs instead).
+using CudnnRnnBackendFn = const CudnnRnnBackend*();
+extern DispatchStub<CudnnRnnBackendFn> cudnn_rnn_backend_stub;
 
 }  // namespace ember::native::detail

@@ -1,5 +1,5 @@
 // The gather/scatter geometry (kernels::IndexGeometry, core/kernels/index.h) of each indexing
-// op, built from its tensors. Shared by core/ops/index.cpp (CUDA path) and the CPU grid-emulation
+// op, built from its tensors. Shared by core/ops/index.cpp (every device) and the CPU grid-emulation
 // tests, so the tests run exactly the geometry the op launches. `dim` is already wrapped.
 #pragma once
 #include "core/kernels/index.h"
@@ -12,7 +12,7 @@ namespace ember::native::detail {
 inline kernels::IndexGeometry index_geometry(const char* op, const IntList& sizes, const IntList& plain,
                                              const IntList& indexed, int64_t dim, bool per_element, int64_t dim_size) {
   EMBER_CHECK(static_cast<int>(sizes.size()) <= kernels::kMaxDims, op, ": at most ", kernels::kMaxDims,
-              " dimensions are supported on CUDA, got ", sizes.size());
+              " dimensions are supported, got ", sizes.size());
   kernels::IndexGeometry g;
   g.ndim = static_cast<int>(sizes.size());
   g.dim = static_cast<int>(dim);

@@ -10,7 +10,8 @@
 #include "core/cuda/cuda_stream.h"
 #include "core/cuda/cudnn_check.h"
 #include "core/error.h"
-#include "core/ops/detail/plan.h"
+#include "core/kernels/cuda/kernels.h"
+#include "core/ops/detail/cudnn_rnn_plan.h"
 #include "core/pinned_memory.h"
 #include "core/stream.h"
 

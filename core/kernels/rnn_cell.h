@@ -108,8 +108,9 @@ EMBER_HOST_DEVICE EMBER_FORCE_INLINE T rnn_backward_unit(T a, T dh, bool relu) {
 
 // ---- per-element functors of one time step (the GPU path) ------------------------------------------
 
-/// The cell of a layer; the order of native::RnnMode (core/ops/rnn.cpp checks it).
-enum class CellKind : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };
+/// The cell of a recurrent layer: the one enum of the RNN stack (native::RnnMode is this type;
+/// the cuDNN plan passes it as an int in this order).
+enum class RnnMode : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };
 
 /// sigmoid and tanh in T from the device's (or libm's) exp and tanh.
 struct CellMath {
@@ -126,12 +127,12 @@ struct CellMath {
 template <typename T, typename M = CellMath>
 struct CellForwardF {
   CellStep<T> s;
-  CellKind kind;
+  RnnMode kind;
   EMBER_HOST_DEVICE void operator()(int64_t e) const {
     const int64_t H = s.hidden, j = e / H, k = e - j * H, u = j * H + k;
     T h_new;
     switch (kind) {
-      case CellKind::kLstm: {
+      case RnnMode::kLstm: {
         T* g = s.gates + j * 4 * H + k;
         T i = g[0], f = g[H], gg = g[2 * H], o = g[3 * H], c = s.c[u], t;
         s.cprev[u] = c;
@@ -144,7 +145,7 @@ struct CellForwardF {
         s.c[u] = c;
         break;
       }
-      case CellKind::kGru: {
+      case RnnMode::kGru: {
         T* g = s.gates + j * 3 * H + k;
         const T* gh = s.gh + j * 3 * H + k;
         T r = g[0], z = g[H], n = g[2 * H];
@@ -156,7 +157,7 @@ struct CellForwardF {
       }
       default: {
         T* g = s.gates + u;
-        h_new = rnn_forward_unit<T, M>(*g, kind == CellKind::kRnnRelu);
+        h_new = rnn_forward_unit<T, M>(*g, kind == RnnMode::kRnnRelu);
         *g = h_new;
         break;
       }
@@ -172,13 +173,13 @@ struct CellForwardF {
 template <typename T>
 struct CellBackwardF {
   CellStep<T> s;
-  CellKind kind;
+  RnnMode kind;
   EMBER_HOST_DEVICE void operator()(int64_t e) const {
     const int64_t H = s.hidden, j = e / H, k = e - j * H, u = j * H + k;
     T d = s.dh[u];
     if (s.dy != nullptr) d += s.dy[j * s.ldy + k];
     switch (kind) {
-      case CellKind::kLstm: {
+      case RnnMode::kLstm: {
         const T* g = s.gates + j * 4 * H + k;
         T* dg = s.dgates + j * 4 * H + k;
         T dc = s.dc[u];
@@ -187,7 +188,7 @@ struct CellBackwardF {
         s.dc[u] = dc;
         break;
       }
-      case CellKind::kGru: {
+      case RnnMode::kGru: {
         const T* g = s.gates + j * 3 * H + k;
         T* dg = s.dgates + j * 3 * H + k;
         T* dgh = s.dgh + j * 3 * H + k;
@@ -196,7 +197,7 @@ struct CellBackwardF {
         break;
       }
       default:
-        s.dgates[u] = rnn_backward_unit<T>(s.gates[u], d, kind == CellKind::kRnnRelu);
+        s.dgates[u] = rnn_backward_unit<T>(s.gates[u], d, kind == RnnMode::kRnnRelu);
         break;
     }
     s.dh[u] = d;

@@ -1,8 +1,10 @@
 // softmax / log_softmax forward and backward, once, as per-line functors: line l of a contiguous
 // tensor viewed as [outer, n, inner] is elements base + j * inner, j < n, with base =
-// (l / inner) * n * inner + l % inner. The CPU path (core/ops/softmax.cpp) runs them over lines
-// with the thread pool, the CUDA path one thread per line through ElementKernel (Note [Kernels
-// as launch-grid functors]); sums are accumulated in double on both. Host/device.
+// (l / inner) * n * inner + l % inner. The CUDA kernel (core/kernels/cuda/softmax.cu) runs them
+// one thread per line through ElementKernel (Note [Kernels as launch-grid functors]); the CPU
+// kernel (core/kernels/cpu/softmax.cpp) runs them over lines with the thread pool for float64
+// and for float32 lines along a non-innermost dim, and is checked against them where it runs
+// its vectorized float32 rows instead. Sums here are in double. Host/device.
 #pragma once
 #include <cstdint>
 #include <math.h>

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/kernels/optim.h"
+#include "core/kernels/rnn_cell.h"
 #include "core/tensor.h"
 
 namespace ember::native {
@@ -100,7 +101,7 @@ void sgd_update_(const std::vector<Tensor>& params, const std::vector<Tensor>& g
 
 // ---- recurrent layers over packed rows (Note [RNN step buffers] in core/kernels/cpu/rnn_layer.cpp) --
 
-enum class RnnMode : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };
+using kernels::RnnMode;
 
 /// Gate blocks per hidden unit: LSTM 4 (i, f, g, o), GRU 3 (r, z, n), RNN 1.
 constexpr int64_t gate_count(RnnMode m) { return m == RnnMode::kLstm ? 4 : m == RnnMode::kGru ? 3 : 1; }

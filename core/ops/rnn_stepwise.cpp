@@ -11,14 +11,6 @@
 namespace ember::native::detail {
 namespace {
 
-static_assert(static_cast<int>(kernels::CellKind::kRnnTanh) == static_cast<int>(RnnMode::kRnnTanh) &&
-                  static_cast<int>(kernels::CellKind::kRnnRelu) == static_cast<int>(RnnMode::kRnnRelu) &&
-                  static_cast<int>(kernels::CellKind::kLstm) == static_cast<int>(RnnMode::kLstm) &&
-                  static_cast<int>(kernels::CellKind::kGru) == static_cast<int>(RnnMode::kGru),
-              "CellKind mirrors RnnMode");
-
-kernels::CellKind kind_of(RnnMode m) { return static_cast<kernels::CellKind>(static_cast<int>(m)); }
-
 template <typename T>
 T* ptr(const Tensor& t) {
   return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr;
@@ -28,9 +20,9 @@ template <typename T>
 void run_cell(const CellRunner& cells, RnnMode mode, bool backward, const kernels::CellStep<T>& s, int64_t rows,
               int device_index) {
   if constexpr (std::is_same_v<T, float>) {
-    cells.f32(kind_of(mode), backward, s, rows, device_index);
+    cells.f32(mode, backward, s, rows, device_index);
   } else {
-    cells.f64(kind_of(mode), backward, s, rows, device_index);
+    cells.f64(mode, backward, s, rows, device_index);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/kernels/cpu/isa.h"
 #include "core/kernels/cpu/norm.h"
+#include "core/kernels/softmax.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
@@ -38,15 +39,12 @@ std::vector<float> random_floats(int64_t n, uint32_t seed, float lo, float hi) {
   return v;
 }
 
-// float64 reference of one row.
+// The reference of one row: the scalar line functor of core/kernels/softmax.h (the kernel of
+// every other case and of CUDA) in float64.
 std::vector<double> ref_softmax_row(const float* x, int64_t C, bool log) {
-  double m = -INFINITY;
-  for (int64_t c = 0; c < C; ++c) m = std::max(m, static_cast<double>(x[c]));
-  if (std::isinf(m) && m < 0) m = 0;
-  double s = 0;
-  for (int64_t c = 0; c < C; ++c) s += std::exp(x[c] - m);
+  const std::vector<double> xd(x, x + C);
   std::vector<double> y(static_cast<size_t>(C));
-  for (int64_t c = 0; c < C; ++c) y[static_cast<size_t>(c)] = log ? x[c] - m - std::log(s) : std::exp(x[c] - m) / s;
+  kernels::SoftmaxLineF<double>{kernels::LineGeometry{1, C}, log, xd.data(), y.data()}(0);
   return y;
 }
 
@@ -97,16 +95,15 @@ TEST(CpuKernels, SoftmaxBackwardRowsMatchFloat64AtEveryWidthAndIsa) {
         std::vector<float> yv = y.to_vector<float>();
         Tensor gx = log ? native::log_softmax_backward(g, y, 1) : native::softmax_backward(g, y, 1);
         std::vector<float> gxv = gx.to_vector<float>();
+        const std::vector<double> gd(gv.begin(), gv.end()), yd(yv.begin(), yv.end());
+        std::vector<double> want_gx(gd.size());
+        const kernels::SoftmaxBackwardLineF<double> ref{kernels::LineGeometry{1, C}, log, gd.data(), yd.data(),
+                                                         want_gx.data()};
         for (int64_t r = 0; r < R; ++r) {
-          double s = 0;
+          ref(r);
           for (int64_t c = 0; c < C; ++c) {
             const size_t k = static_cast<size_t>(r * C + c);
-            s += log ? gv[k] : static_cast<double>(gv[k]) * yv[k];
-          }
-          for (int64_t c = 0; c < C; ++c) {
-            const size_t k = static_cast<size_t>(r * C + c);
-            const double want = log ? gv[k] - std::exp(static_cast<double>(yv[k])) * s : yv[k] * (gv[k] - s);
-            expect_close(gxv[k], want, 1e-5, 1e-6,
+            expect_close(gxv[k], want_gx[k], 1e-5, 1e-6,
                          std::string(kernels::cpu::isa_name(isa)) + " backward C=" + std::to_string(C));
           }
         }

@@ -174,7 +174,7 @@ TEST(LaunchGridNn, LayerNormRowAndColumnFunctorsMatchTheCpuOp) {
 Grid g_cell_grid = kGrids[0];
 
 template <typename T>
-void emulated_cell(kernels::CellKind kind, bool backward, const kernels::CellStep<T>& s, int64_t rows, int) {
+void emulated_cell(kernels::RnnMode kind, bool backward, const kernels::CellStep<T>& s, int64_t rows, int) {
   const int64_t n = rows * s.hidden;
   if (backward) {
     run_emulated(kernels::CellBackwardF<T>{s, kind}, n, g_cell_grid);

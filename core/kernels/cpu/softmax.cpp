@@ -7,6 +7,7 @@
 #include "core/kernels/cpu/isa.h"
 #include "core/kernels/cpu/softmax_rows.h"
 #include "core/kernels/cpu/vec_math.h"
+#include "core/kernels/softmax.h"
 #include "core/thread_pool.h"
 
 namespace ember::kernels::cpu {
@@ -97,12 +98,13 @@ EMBER_CPU_ISA_VARIANTS(void, softmax_row_stats_f32,
 
 namespace {
 
-// Runs f(first element, stride, n) for every line along the middle dim of [outer, n, inner].
+// Runs f(line) for every line along the middle dim of [outer, n, inner] (the line functors of
+// core/kernels/softmax.h), over the thread pool when there is enough work.
 template <typename F>
 void for_each_line(int64_t outer, int64_t n, int64_t inner, const F& f) {
   const int64_t lines = outer * inner;
   auto body = [&](int64_t b, int64_t e) {
-    for (int64_t l = b; l < e; ++l) f((l / inner) * n * inner + l % inner, inner, n);
+    for (int64_t l = b; l < e; ++l) f(l);
   };
   if (lines * n < 2 * kGrainElements) {
     body(0, lines);
@@ -122,42 +124,12 @@ void for_rows(int64_t rows, int64_t C, const F& f) {
 
 template <typename T>
 void forward_lines(const T* in, T* o, int64_t outer, int64_t n, int64_t inner, bool log) {
-  for_each_line(outer, n, inner, [&](int64_t base, int64_t stride, int64_t len) {
-    T mx = -INFINITY;
-    for (int64_t j = 0; j < len; ++j) mx = std::max(mx, in[base + j * stride]);
-    if (std::isinf(mx) && mx < 0) mx = 0;
-    double s = 0;
-    for (int64_t j = 0; j < len; ++j) s += std::exp(static_cast<double>(in[base + j * stride] - mx));
-    if (log) {
-      const T lse = static_cast<T>(std::log(s)) + mx;
-      for (int64_t j = 0; j < len; ++j) o[base + j * stride] = in[base + j * stride] - lse;
-    } else {
-      const double inv = 1.0 / s;
-      for (int64_t j = 0; j < len; ++j) {
-        o[base + j * stride] = static_cast<T>(std::exp(static_cast<double>(in[base + j * stride] - mx)) * inv);
-      }
-    }
-  });
+  for_each_line(outer, n, inner, SoftmaxLineF<T>{LineGeometry{inner, n}, log, in, o});
 }
 
 template <typename T>
 void backward_lines(const T* gp, const T* yp, T* o, int64_t outer, int64_t n, int64_t inner, bool log) {
-  for_each_line(outer, n, inner, [&](int64_t base, int64_t stride, int64_t len) {
-    double s = 0;
-    if (log) {
-      for (int64_t j = 0; j < len; ++j) s += gp[base + j * stride];
-      for (int64_t j = 0; j < len; ++j) {
-        const int64_t k = base + j * stride;
-        o[k] = static_cast<T>(gp[k] - std::exp(static_cast<double>(yp[k])) * s);
-      }
-    } else {
-      for (int64_t j = 0; j < len; ++j) s += static_cast<double>(gp[base + j * stride]) * yp[base + j * stride];
-      for (int64_t j = 0; j < len; ++j) {
-        const int64_t k = base + j * stride;
-        o[k] = static_cast<T>(yp[k] * (gp[k] - s));
-      }
-    }
-  });
+  for_each_line(outer, n, inner, SoftmaxBackwardLineF<T>{LineGeometry{inner, n}, log, gp, yp, o});
 }
 
 }  // namespace

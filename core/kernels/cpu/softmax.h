@@ -1,8 +1,10 @@
 // CPU kernels of softmax / log_softmax and their backward over contiguous tensors viewed as
-// [outer, n, inner] (the softmax dim in the middle). float32 with the dim innermost (inner == 1,
-// the [rows, classes] case) runs vectorized rows (AVX-512 / AVX2 / SSE2 variants, isa.h) with
-// sums in float vector lanes; every other case runs a scalar loop with double sums. Threaded
-// over rows; a row's result does not depend on the thread count. Registered into the stubs of core/ops/softmax_stubs.h.
+// [outer, n, inner] (the softmax dim in the middle): the stubs of core/ops/softmax_stubs.h.
+// float32 with the dim innermost (inner == 1, the [rows, classes] case) runs vectorized rows
+// (AVX-512 / AVX2 / SSE2 variants, isa.h) with exp_approx and sums in float vector lanes; every
+// other case runs the line functors of core/kernels/softmax.h (SoftmaxLineF,
+// SoftmaxBackwardLineF: libm exp, double sums), the ones the CUDA kernel runs. Threaded over
+// rows or lines; a line's result does not depend on the thread count.
 #pragma once
 #include <cstdint>
 

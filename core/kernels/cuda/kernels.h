@@ -80,9 +80,9 @@ void layer_norm_forward(DType dtype, const void* x, const void* w, const void* b
                         int64_t M, int64_t N, double eps, int device_index);
 void layer_norm_backward(DType dtype, const void* g, const void* x, const void* w, const double* mean,
                          const double* rstd, int64_t M, int64_t N, void* gx, void* gw, void* gb, int device_index);
-void rnn_cell_f32(kernels::CellKind kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
+void rnn_cell_f32(kernels::RnnMode kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
                   int device_index);
-void rnn_cell_f64(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
+void rnn_cell_f64(kernels::RnnMode kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                   int device_index);
 
 // cudnn_rnn.cpp (built with cuDNN only): the kernel of cudnn_rnn_backend_stub.

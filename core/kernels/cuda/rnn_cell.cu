@@ -10,7 +10,7 @@ namespace ember::cuda {
 namespace {
 
 template <typename T>
-void launch_cell(kernels::CellKind kind, bool backward, const kernels::CellStep<T>& s, int64_t rows,
+void launch_cell(kernels::RnnMode kind, bool backward, const kernels::CellStep<T>& s, int64_t rows,
                  int device_index) {
   CudaDeviceGuard guard(device_index);
   const int64_t n = rows * s.hidden;
@@ -23,12 +23,12 @@ void launch_cell(kernels::CellKind kind, bool backward, const kernels::CellStep<
 
 }  // namespace
 
-void rnn_cell_f32(kernels::CellKind kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
+void rnn_cell_f32(kernels::RnnMode kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
                   int device_index) {
   launch_cell(kind, backward, s, rows, device_index);
 }
 
-void rnn_cell_f64(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
+void rnn_cell_f64(kernels::RnnMode kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                   int device_index) {
   launch_cell(kind, backward, s, rows, device_index);
 }

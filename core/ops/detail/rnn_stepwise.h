@@ -17,9 +17,9 @@ namespace ember::native::detail {
 /// Launches one step's cell over `rows` rows of s (pointers into the layer's buffers) on
 /// device_index's current stream (or runs it, for a CPU emulation).
 struct CellRunner {
-  void (*f32)(kernels::CellKind kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
+  void (*f32)(kernels::RnnMode kind, bool backward, const kernels::CellStep<float>& s, int64_t rows,
               int device_index);
-  void (*f64)(kernels::CellKind kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
+  void (*f64)(kernels::RnnMode kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
               int device_index);
 };
 

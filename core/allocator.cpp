@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/cuda/cuda_backend.h"
+#include "core/env.h"
 #include "core/error.h"
 
 // See Note [Poisoning in sanitizer builds]. GCC defines __SANITIZE_ADDRESS__, clang answers
@@ -184,10 +185,7 @@ void unpoison(bool host, const char* ptr, size_t num_bytes) {
 constexpr size_t kHugePage = size_t{2} << 20;
 
 bool cpu_hugepages_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("EMBER_CPU_HUGEPAGES");
-    return env == nullptr || std::string_view(env) != "0";
-  }();
+  static const bool on = env::flag("EMBER_CPU_HUGEPAGES", true);
   return on;
 }
 

@@ -1,12 +1,12 @@
 #include "core/deterministic.h"
 
 #include <atomic>
-#include <cstdio>
 #include <mutex>
 #include <set>
 #include <string>
 
 #include "core/error.h"
+#include "core/warning.h"
 
 namespace ember {
 
@@ -34,10 +34,8 @@ void alert_not_deterministic(const char* op) {
   if (g_warn_only.load()) {
     std::lock_guard<std::mutex> lk(g_warned_mu);
     if (warned_ops().insert(op).second) {
-      std::fprintf(stderr,
-                   "ember: warning: %s does not have a deterministic implementation, but "
-                   "use_deterministic_algorithms(true, warn_only=true) is on; it runs nondeterministically\n",
-                   op);
+      EMBER_WARN(op, " does not have a deterministic implementation, but use_deterministic_algorithms(true, "
+                 "warn_only=true) is on; it runs nondeterministically");
     }
     return;
   }

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/env.h"
 #include "core/error.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -190,13 +191,7 @@ Config& config() {
 }
 
 int default_num_threads() {
-  if (const char* env = std::getenv("EMBER_NUM_THREADS"); env != nullptr && *env != '\0') {
-    char* endp = nullptr;
-    long n = std::strtol(env, &endp, 10);
-    EMBER_CHECK_T(ValueError, endp != env && *endp == '\0' && n >= 1 && n <= 4096,
-                  "EMBER_NUM_THREADS must be an integer in [1, 4096], got '", env, "'");
-    return static_cast<int>(n);
-  }
+  if (const auto n = env::integer("EMBER_NUM_THREADS", 1, 4096)) return static_cast<int>(*n);
   return available_cpu_count();  // what this process may run on (ember-run binds ranks)
 }
 

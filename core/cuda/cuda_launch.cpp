@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/cuda/cuda_check.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace ember::cuda::detail {
@@ -11,10 +12,7 @@ thread_local const char* t_last_kernel = nullptr;
 }  // namespace
 
 bool launch_blocking() {
-  static const bool blocking = [] {
-    const char* v = std::getenv("EMBER_CUDA_LAUNCH_BLOCKING");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool blocking = env::flag("EMBER_CUDA_LAUNCH_BLOCKING", false);
   return blocking;
 }
 

@@ -47,6 +47,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "core/env.h"
 #include "core/generator.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
@@ -185,8 +186,7 @@ std::vector<int32_t> sequence_lengths(const PackedSteps& steps) {
 bool cudnn_enabled() {
   int v = g_cudnn_enabled.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* env = std::getenv("EMBER_CUDNN");
-    v = env != nullptr && std::strcmp(env, "0") == 0 ? 0 : 1;
+    v = env::flag("EMBER_CUDNN", true) ? 1 : 0;
     int expected = -1;
     if (!g_cudnn_enabled.compare_exchange_strong(expected, v)) v = expected;
   }

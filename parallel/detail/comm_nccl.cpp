@@ -1,12 +1,13 @@
 #include "parallel/detail/comm_nccl.h"
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
 #include "core/config.h"
+#include "core/env.h"
 #include "core/error.h"
+#include "core/warning.h"
 
 namespace ember::parallel::comm::detail {
 
@@ -25,10 +26,7 @@ bool should_use_nccl(const std::vector<Device>& devices, const Device& root, DTy
 }
 
 bool use_nccl(const std::vector<Device>& devices, const Device& root, DType dtype) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("EMBER_COMM_NCCL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = env::flag("EMBER_COMM_NCCL", true);
   return should_use_nccl(devices, root, dtype, EMBER_HAVE_NCCL != 0, enabled);
 }
 
@@ -57,8 +55,7 @@ bool NcclSupport::ready(const std::vector<Device>& devices) {
   if (!why.empty()) {
     std::ostringstream list;
     for (size_t i = 0; i < devices.size(); ++i) list << (i ? "," : "") << devices[i];
-    std::fprintf(stderr, "ember: parallel::comm: NCCL is unavailable for %s (%s); copies among them go peer to peer\n",
-                 list.str().c_str(), why.c_str());
+    EMBER_WARN("parallel::comm: NCCL is unavailable for ", list.str(), " (", why, "); copies among them go peer to peer");
   }
   return why.empty();
 }

@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "core/env.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -22,10 +25,9 @@ CpuIsa detect() {
 }
 
 CpuIsa env_cap() {
-  const char* e = std::getenv("EMBER_CPU_ISA");
-  if (e == nullptr) return CpuIsa::kAvx512;
-  if (std::strcmp(e, "baseline") == 0) return CpuIsa::kBaseline;
-  if (std::strcmp(e, "avx2") == 0) return CpuIsa::kAvx2;
+  const std::string e = env::choice("EMBER_CPU_ISA", {"baseline", "avx2", "avx512"}, "avx512");
+  if (e == "baseline") return CpuIsa::kBaseline;
+  if (e == "avx2") return CpuIsa::kAvx2;
   return CpuIsa::kAvx512;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/kernels/cpu/isa.h"
 #include "core/ops/factory.h"
@@ -168,10 +169,7 @@ void multiply_panels(bool avx512, int64_t p0, int64_t p1, int64_t m, int64_t K, 
 
 bool PackedRhs::available() {
 #if EMBER_HAVE_X86_VARIANTS
-  static const bool enabled = [] {
-    const char* env = std::getenv("EMBER_RNN_PACKED_GEMM");
-    return !(env != nullptr && std::strcmp(env, "0") == 0);
-  }();
+  static const bool enabled = env::flag("EMBER_RNN_PACKED_GEMM", true);
   return enabled && cpu_isa() >= CpuIsa::kAvx2;
 #else
   return false;

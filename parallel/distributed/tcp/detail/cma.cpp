@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/env.h"
+
 namespace ember::parallel::tcp::detail {
 
 namespace {
@@ -59,7 +61,7 @@ std::string cma_read(pid_t pid, void* local, uint64_t remote, size_t n) {
 
 std::vector<pid_t> probe_cma(Store& store, int rank, int size, bool enabled, int64_t timeout_ms) {
   if (size == 1) return {};
-  if (const char* e = std::getenv("EMBER_TCP_CMA"); e != nullptr && std::string(e) == "0") enabled = false;
+  if (!env::flag("EMBER_TCP_CMA", true)) enabled = false;
   const Probe& mine = probe_buffer();
   {
     std::ostringstream os;

@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/env.h"
 #include "parallel/distributed/tcp/detail/context.h"
 
 namespace ember::parallel::tcp::detail {
@@ -64,7 +65,7 @@ bool reached(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; 
 std::unique_ptr<SharedMemory> SharedMemory::create(Store& store, int rank, int size, bool enabled, size_t data_bytes,
                                                    int64_t timeout_ms) {
   if (size == 1) return nullptr;
-  if (const char* e = std::getenv("EMBER_TCP_SHM"); e != nullptr && std::string(e) == "0") enabled = false;
+  if (!env::flag("EMBER_TCP_SHM", true)) enabled = false;
   std::unique_ptr<SharedMemory> shm(new SharedMemory());
   shm->rank_ = rank;
   shm->data_bytes_ = data_bytes;

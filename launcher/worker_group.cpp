@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,33 +45,6 @@ std::string signal_name(int signo) {
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(signo);
 }
 
-bool is_executable_file(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
-}
-
-std::string resolve_program(const std::string& program) {
-  if (program.find('/') != std::string::npos) {
-    if (!is_executable_file(program))
-      throw LaunchError("cannot execute '" + program + "': " +
-                        (::access(program.c_str(), F_OK) == 0 ? "not an executable file"
-                                                              : "no such file"));
-    return program;
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    std::string dir = dirs.substr(start, end - start);
-    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
-    if (is_executable_file(candidate)) return candidate;
-    start = end + 1;
-  }
-  throw LaunchError("cannot execute '" + program + "': not found on PATH");
-}
-
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
@@ -105,8 +77,7 @@ struct WorkerGroup::Worker {
 
 WorkerGroup::WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian,
                          RankCgroups* cgroups)
-    : options_(options), signals_(signals), guardian_(guardian), cgroups_(cgroups),
-      program_path_(resolve_program(options.program)) {}
+    : options_(options), signals_(signals), guardian_(guardian), cgroups_(cgroups) {}
 
 WorkerGroup::~WorkerGroup() {
   if (any_live()) {
@@ -250,7 +221,9 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
     for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);  // SIGPIPE was ignored
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
     if (bind) ::sched_setaffinity(0, sizeof cpu_mask, &cpu_mask);  // a refusal leaves it unbound
-    ::execve(program_path_.c_str(), argv.data(), envp.data());
+    // execvpe searches ember-run's PATH as a shell would; glibc's builds the candidates on the
+    // stack, so it is safe between fork and exec in a process with threads.
+    ::execvpe(options_.program.c_str(), argv.data(), envp.data());
     const int err = errno;
     ssize_t ignored = ::write(status_fd, &err, sizeof err);
     (void)ignored;
@@ -274,7 +247,7 @@ void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
   } while (n < 0 && errno == EINTR);
   ::close(status_pipe[0]);
   if (n == static_cast<ssize_t>(sizeof child_errno))
-    throw LaunchError("cannot execute '" + program_path_ + "': " + std::strerror(child_errno));
+    throw LaunchError("cannot execute '" + options_.program + "': " + std::strerror(child_errno));
 }
 
 bool WorkerGroup::any_live() const {

@@ -58,8 +58,7 @@ class LaunchError : public std::runtime_error {
 
 class WorkerGroup {
  public:
-  /// Resolves the program on PATH. Throws LaunchError when it is not found. With a
-  /// guardian, every worker registers its process group there (see Note [Guardian]).
+  /// With a guardian, every worker registers its process group there (see Note [Guardian]).
   /// With cgroups (available), every worker starts in a cgroup of its own, which stop()
   /// kills (Note [Rank cgroups]).
   WorkerGroup(const LaunchOptions& options, SignalWatcher& signals, Guardian* guardian = nullptr,
@@ -69,8 +68,8 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  /// Starts every local worker. Throws LaunchError (after stopping any already started)
-  /// when exec fails.
+  /// Starts every local worker, finding the program on PATH as execvp does. Throws LaunchError
+  /// (after stopping any already started) when exec fails: not found, not executable.
   void start(const GroupEnv& env);
   GroupResult monitor();
   /// Sends first_signal (0: none, e.g. it was already forwarded) to every live worker,
@@ -102,7 +101,6 @@ class WorkerGroup {
   SignalWatcher& signals_;
   Guardian* guardian_;
   RankCgroups* cgroups_;
-  std::string program_path_;
   std::vector<std::unique_ptr<Worker>> workers_;
   int interrupted_by_ = 0;
 };

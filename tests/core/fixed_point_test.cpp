@@ -174,6 +174,63 @@ TEST(FixedPointSum, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(native::fixed_point_max_abs(zeros({3}, TensorOptions(kInt64))), TypeError);
 }
 
+TEST(FixedPointSum, RoundHalfEvenIsNearbyint) {
+  std::vector<double> xs = {0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 3.4999999999999996, 1e-300, -1e-310,
+                            4503599627370495.5, 4503599627370496.0, 4503599627370497.0, 2251799813685247.5,
+                            -9007199254740993.0, 4.6e18, -4.6e18, 1e300};
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int64_t> ints(-(int64_t{1} << 53), int64_t{1} << 53);
+  std::uniform_real_distribution<double> real(-1e6, 1e6);
+  for (int i = 0; i < 20000; ++i) {
+    xs.push_back(static_cast<double>(ints(rng)) + 0.5);  // ties (exact below 2^52)
+    xs.push_back(real(rng));
+  }
+  for (double x : xs) {
+    const double r = kernels::round_half_even(x), ref = std::nearbyint(x);
+    ASSERT_EQ(0, std::memcmp(&r, &ref, sizeof r)) << x;
+  }
+}
+
+// The CPU driver's vectorized loops against the functors run one element at a time, for float32
+// and float64, with ties, NaN and +-0 among the terms.
+TEST(FixedPointSum, CpuDriverMatchesTheFunctors) {
+  const int64_t n = 70001;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = u(rng);
+  x[5] = 0.5f;  // ties at exponent 0
+  x[6] = -2.5f;
+  x[7] = -0.0f;
+  const Tensor t = from_vector(x, {n});
+  for (int e : {0, 1, 20, 59}) {
+    Tensor acc = zeros({n}, TensorOptions(kInt64));
+    native::fixed_point_accumulate_(acc, t, e);
+    std::vector<int64_t> ref(static_cast<size_t>(n), 0);
+    const kernels::FixedPointAccumulateF<float> f{x.data(), ref.data(), kernels::make_pow2_scale(e)};
+    for (int64_t i = 0; i < n; ++i) f(i);
+    ASSERT_EQ(acc.to_vector<int64_t>(), ref) << e;
+    Tensor out = empty({n});
+    native::fixed_point_to_float_(out, acc, e, 3.0);
+    std::vector<float> want(static_cast<size_t>(n));
+    const kernels::FixedPointToFloatF<float> g{ref.data(), want.data(), kernels::make_pow2_scale(-e), 3.0};
+    for (int64_t i = 0; i < n; ++i) g(i);
+    const auto got = out.to_vector<float>();
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float))) << e;
+  }
+  const kernels::FixedPointAbsF<float> abs;
+  double m = 0;
+  for (float v : x) m = std::max(m, abs(v));
+  EXPECT_EQ(native::fixed_point_max_abs(t), m);
+  x[n - 2] = NAN;
+  EXPECT_EQ(native::fixed_point_max_abs(from_vector(x, {n})), INFINITY);
+  std::vector<double> d(1000, -1.0);
+  d[999] = -INFINITY;
+  EXPECT_EQ(native::fixed_point_max_abs(from_vector(d, {1000})), INFINITY);
+  d[999] = -7.25;
+  EXPECT_EQ(native::fixed_point_max_abs(from_vector(d, {1000})), 7.25);
+}
+
 TEST(FixedPointSum, EmulatedLaunchMatchesCpuDriver) {
   const auto terms = make_terms(2, 1000, 9);
   const int e = native::fixed_point_exponent(max_abs_of(terms), 2);

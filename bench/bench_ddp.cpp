@@ -45,6 +45,9 @@
 //                                          comparison in CPU time, which a loaded host disturbs
 //                                          far less than the wall times (with each rank bound to
 //                                          one CPU, DDP's communication threads run on it)
+//   ddp_step_ms_2r_deterministic           DDP with its deterministic option (num_shards 2: each
+//                                          rank's batch is one shard; Note [World-size invariance])
+//   deterministic_step_vs_default_ratio_2r that / ddp_step_ms_2r (goal <= 1.15)
 //   zero_optimizer_bytes_ratio_2r          the optimizer state a first Adam step leaves allocated
 //                                          (allocator stats) under ZeroRedundancyOptimizer, the
 //                                          larger rank's, over plain Adam's (ideal 0.5)
@@ -294,6 +297,14 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   parallel::DistributedDataParallel<TaggerModel> ddp_view(view_replica, pg, vopt);
   optim::Adam adam5(view_replica->parameters(), optim::AdamOptions(1e-3));
   auto dist_view = [&](const Tensor& t, const Tensor& l) { return ddp_view(t, l); };
+  // DDP's deterministic option, one shard per rank: the same work, summed exactly.
+  auto det_replica = single->clone_as();
+  parallel::DistributedDataParallelOptions detopt = dopt;
+  detopt.deterministic = true;
+  detopt.num_shards = kWorld;
+  parallel::DistributedDataParallel<TaggerModel> ddp_det(det_replica, pg, detopt);
+  optim::Adam adam6(det_replica->parameters(), optim::AdamOptions(1e-3));
+  auto dist_det = [&](const Tensor& t, const Tensor& l) { return ddp_det(t, l); };
   auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
   auto dist = [&](const Tensor& t, const Tensor& l) { return ddp(t, l); };
   auto quiet = [&](const Tensor& t, const Tensor& l) { return silent(t, l); };
@@ -302,7 +313,7 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + 2 * static_cast<uint64_t>(i) + rank));
 
-  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, cpu3, overlap, wall4, cpu4, wall5, tail;
+  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, cpu3, overlap, wall4, cpu4, wall5, tail, wall6;
   for (int i = 0; i < kWarmup + steps; ++i) {
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
     pg->barrier()->wait();
@@ -321,7 +332,10 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     const StepTime s4 = train_step(both, adam4, b);
     pg->barrier()->wait();
     const StepTime s5 = train_step(dist_view, adam5, b);
+    pg->barrier()->wait();
+    const StepTime s6 = train_step(dist_det, adam6, b);
     if (i < kWarmup) continue;
+    wall6.push_back(s6.wall_ms);
     wall1.push_back(s1.wall_ms);
     cpu1.push_back(s1.cpu_ms);
     wall2.push_back(s2.wall_ms);
@@ -374,6 +388,7 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     store->set("bench_ddp/rank1_cpu_plain", to_bytes(cpu4));
     store->set("bench_ddp/rank1_wall_view", to_bytes(wall5));
     store->set("bench_ddp/rank1_tail_wait", to_bytes(tail));
+    store->set("bench_ddp/rank1_wall_det", to_bytes(wall6));
   } else {
     const std::vector<double> other_wall = from_bytes(store->get("bench_ddp/rank1_wall"));
     const std::vector<double> other_cpu = from_bytes(store->get("bench_ddp/rank1_cpu"));
@@ -420,6 +435,14 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     std::printf("ddp_step_ms_2r_bucket_view %.3f ms\n", m5);
     std::printf("ddp_scaling_efficiency_2r_bucket_view %.3f ratio\n", m5 > 0 ? m1 / m5 : 0.0);
     std::printf("ddp_vs_plain_concurrent_2r %.3f ratio\n", m2 > 0 ? m4 / m2 : 0.0);
+    {
+      const std::vector<double> other_det = from_bytes(store->get("bench_ddp/rank1_wall_det"));
+      std::vector<double> step6(wall6.size());
+      for (size_t k = 0; k < wall6.size() && k < other_det.size(); ++k) step6[k] = std::max(wall6[k], other_det[k]);
+      const double m6 = median(step6);
+      std::printf("ddp_step_ms_2r_deterministic %.3f ms\n", m6);
+      std::printf("deterministic_step_vs_default_ratio_2r %.3f ratio\n", m2 > 0 ? m6 / m2 : 0.0);
+    }
     const double c2 = median(cpu_mean2), c3 = median(cpu_mean3), c4 = median(cpu_mean4);
     std::printf("ddp_step_cpu_ms_2r_no_comm %.3f ms\n", c3);
     std::printf("plain_step_cpu_ms_2r %.3f ms\n", c4);

@@ -30,6 +30,10 @@
 //   other two configurations too. dp_plain_concurrent_cpu_ms_2dev is its process CPU time, and
 //   dp_cpu_vs_plain_concurrent_2dev = that / dp_cpu_ms_2dev: the CPU work DataParallel adds,
 //   which a loaded host does not blur as it blurs the wall times.
+//   dp_step_ms_2dev_deterministic: DataParallel with its deterministic option over cpu:6, cpu:7
+//   (num_shards 2: one shard per device, summed exactly; Note [DataParallel shards]), and
+//   deterministic_step_vs_default_ratio_2dev = that / dp_step_ms_2dev (goal <= 1.15); it steps
+//   after the other two configurations in each repetition (an untimed step, then the timed one).
 //   The two 2-device configurations take turns going first (DataParallel in even repetitions,
 //   the plain copies in odd ones). EMBER_BENCH_DP_REPS overrides the repetition count (default 30:
 //   on this shared 2-core machine medians of 10 moved by 3%).
@@ -256,11 +260,21 @@ int main(int argc, char** argv) {
   optim::Adam adam2(dp.parameters(), optim::AdamOptions(1e-3));
   auto one = [&](const Tensor& t, const Tensor& l) { return single->forward(t, l); };
   auto two = [&](const Tensor& t, const Tensor& l) { return dp(t, l); };
+  const Device det0 = Device::cpu(6), det1 = Device::cpu(7);
+  parallel::DataParallelOptions deto;
+  deto.devices = std::vector<Device>{det0, det1};
+  deto.deterministic = true;
+  deto.num_shards = 2;
+  parallel::DataParallel<TaggerModel> dp_det(single->clone_as(det0), deto);
+  optim::Adam adam_det(dp_det.parameters(), optim::AdamOptions(1e-3));
+  auto two_det = [&](const Tensor& t, const Tensor& l) { return dp_det(t, l); };
 
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + i));
   std::vector<Batch> dp_batches;  // the same batches on dp0 (lengths stay on the host)
   for (const Batch& b : batches) dp_batches.push_back({to(b.tokens, dp0), b.lengths, to(b.targets, dp0)});
+  std::vector<Batch> det_batches;  // on det0
+  for (const Batch& b : batches) det_batches.push_back({to(b.tokens, det0), b.lengths, to(b.targets, det0)});
 
   // Two independent copies, one per device, each stepping its half of the batch on its own
   // thread (this one for plain0, `helper` for plain1), started together by `go`.
@@ -308,9 +322,11 @@ int main(int argc, char** argv) {
   for (int w = 0; w < 2; ++w) {  // warm up: allocator caches, device threads
     step_ms(one, adam1, batches[w]);
     step_ms(two, adam2, dp_batches[w]);
+    step_ms(two_det, adam_det, det_batches[w]);
     concurrent_step(static_cast<size_t>(w));
   }
   const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  std::vector<double> t4;  // the deterministic DataParallel
   std::vector<double> t1, t2, t3, cpu1, cpu2, cpu3, main2, fwd2_0, fwd2_1, other2;
   const char* warm_env = std::getenv("EMBER_BENCH_DP_WARM");
   const bool warm = warm_env == nullptr || std::string(warm_env) != "0";
@@ -340,6 +356,8 @@ int main(int argc, char** argv) {
       s3 = run_plain();
       s2 = run_dp(a1, a2);
     }
+    if (warm) step_ms(two_det, adam_det, det_batches[before]);
+    t4.push_back(step_ms(two_det, adam_det, det_batches[k]).wall_ms);
     t3.push_back(s3.wall_ms);
     cpu3.push_back(s3.cpu_ms);
     t1.push_back(s1.wall_ms);
@@ -384,6 +402,8 @@ int main(int argc, char** argv) {
   std::printf("dp_vs_plain_concurrent_2dev %.3f ratio\n", m2 > 0 ? m3 / m2 : 0.0);
   std::printf("dp_plain_concurrent_cpu_ms_2dev %.2f ms\n", median(cpu3));
   std::printf("dp_cpu_vs_plain_concurrent_2dev %.3f ratio\n", median(cpu2) > 0 ? median(cpu3) / median(cpu2) : 0.0);
+  std::printf("dp_step_ms_2dev_deterministic %.2f ms\n", median(t4));
+  std::printf("deterministic_step_vs_default_ratio_2dev %.3f ratio\n", m2 > 0 ? median(t4) / m2 : 0.0);
   std::printf(
       "# 2dev CPU ms per step by thread (medians): caller %.2f (scatter, gather, loss, cpu:2's backward, Adam), "
       "dp-cpu:2 %.2f and dp-cpu:3 %.2f (replica forwards), other threads %.2f (cpu:3's backward)\n",

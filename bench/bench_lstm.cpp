@@ -15,6 +15,15 @@
 // the layer's per-step shape) through PackedRhs under each kernel this CPU runs against
 // OpenBLAS on the same operands. EMBER_CPU_ISA=avx2 (and OPENBLAS_CORETYPE=Haswell) show what
 // an AVX2-only machine gets.
+// deterministic_lstm_step_ms_1t: the same step, one thread, as a job of the deterministic mode
+// (Note [World-size invariance] in parallel/deterministic_reducer.cpp) that 2 ranks could run:
+// use_deterministic_algorithms(true), the batch as 2 shards of 32, each its own forward and
+// backward, summed exactly by a group-less DeterministicReducer; its steps alternate with the
+// default step's (lstm_train_step_ms_1t_alternating), and
+// deterministic_lstm_step_vs_default_ratio_1t is the median over the pairs of neighbouring steps
+// of their wall-time ratio (goal <= 1.15); ..._cpu_ratio_1t the same in process CPU time, which
+// a loaded host disturbs less. EMBER_BENCH_LSTM_DET_SHARDS sets the shards
+// (default 2; it must divide 64; 1 leaves only the exact sum's cost).
 // `--device cuda:N` times the same step on that GPU instead (gpu_lstm_train_step_ms), its GEMM
 // GFLOP/s (gpu_lstm_train_gflops) against cuBLAS sgemms of the same shapes in the same run
 // (cublas_sgemm_gflops, gpu_lstm_vs_cublas_flops_ratio), and, where the Python's torch has CUDA,
@@ -25,6 +34,7 @@
 // weights) called directly on cuDNN in the same run (cudnn_reference_step_ms,
 // bench/cuda/cudnn_lstm_reference.h), and their ratio gpu_lstm_vs_cudnn_ratio (goal <= 1.1).
 #include <signal.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +62,7 @@
 #include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 #include "core/stream.h"
+#include "core/deterministic.h"
 #include "core/thread_pool.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
@@ -59,6 +70,7 @@
 #include "nn/optim/adam.h"
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
+#include "parallel/deterministic_reducer.h"
 #include "tests/support/faq_model.h"
 
 #ifndef EMBER_BENCH_LSTM_TORCH_SCRIPT
@@ -103,6 +115,23 @@ struct Model {
   }
 
   void step() { model.step(tokens, lengths, targets, *opt); }
+
+  // The deterministic mode's step over `shards` equal shards of the batch (see the header).
+  void deterministic_step(parallel::DeterministicReducer& reducer, int64_t shards) {
+    opt->zero_grad();
+    const int64_t rows = kBatch / shards;
+    for (int64_t s = 0; s < shards; ++s) {
+      reducer.set_sync(s + 1 == shards);
+      reducer.prepare_for_backward(nullptr);
+      const std::vector<int64_t> lens(lengths.begin() + s * rows, lengths.begin() + (s + 1) * rows);
+      const int64_t longest = *std::max_element(lens.begin(), lens.end());
+      const Tensor t = contiguous(narrow(narrow(tokens, 0, s * rows, rows), 1, 0, longest));
+      const Tensor y =
+          reshape(contiguous(narrow(narrow(reshape(targets, {kBatch, kSteps}), 0, s * rows, rows), 1, 0, longest)), {-1});
+      model.forward_backward(t, lens, y);
+    }
+    opt->step();
+  }
 };
 
 // The matrix products of one training step, as (m, n, k) of C[m, n] = A[m, k] B[k, n]: per LSTM
@@ -376,6 +405,63 @@ int main(int argc, char** argv) {
       std::printf("torch_lstm_train_step_ms_%dt %.3f ms\n", threads, t);
       std::printf("lstm_vs_torch_time_ratio_%dt %.3f ratio\n", threads, e / t);
     }
+    std::fflush(stdout);
+  }
+  {
+    // The deterministic mode against the default step, alternating, one thread.
+    set_num_threads(1);
+    int64_t kShards = 2;
+    if (const char* e = std::getenv("EMBER_BENCH_LSTM_DET_SHARDS")) kShards = std::max<int64_t>(1, std::atoi(e));
+    Model det(lengths);
+    std::vector<std::string> names;
+    for (size_t i = 0; i < det.model.parameters().size(); ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "parameter %zu", i);
+      names.emplace_back(name);
+    }
+    parallel::DeterministicReducer reducer(det.model.parameters(), names, nullptr,
+                                           parallel::DeterministicReducerOptions{.num_shards = kShards});
+    std::vector<double> default_ms, det_ms, ratios, cpu_ratios;
+    const auto cpu_ms = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+    };
+    for (int i = 0; i < kWarmup + steps; ++i) {
+      double d = 0, e = 0, dc = 0, ec = 0;
+      auto plain = [&] {
+        const double c0 = cpu_ms();
+        const auto t0 = Clock::now();
+        model.step();
+        d = ms_since(t0);
+        dc = cpu_ms() - c0;
+      };
+      auto deterministic = [&] {
+        use_deterministic_algorithms(true);
+        const double c0 = cpu_ms();
+        const auto t0 = Clock::now();
+        det.deterministic_step(reducer, kShards);
+        e = ms_since(t0);
+        ec = cpu_ms() - c0;
+        use_deterministic_algorithms(false);
+      };
+      if (i % 2 == 0) {  // each goes first in every other step
+        plain();
+        deterministic();
+      } else {
+        deterministic();
+        plain();
+      }
+      if (i < kWarmup) continue;
+      default_ms.push_back(d);
+      det_ms.push_back(e);
+      ratios.push_back(e / d);
+      cpu_ratios.push_back(ec / dc);
+    }
+    std::printf("lstm_train_step_ms_1t_alternating %.3f ms\n", median(default_ms));
+    std::printf("deterministic_lstm_step_ms_1t %.3f ms\n", median(det_ms));
+    std::printf("deterministic_lstm_step_vs_default_ratio_1t %.3f ratio\n", median(ratios));
+    std::printf("deterministic_lstm_step_vs_default_cpu_ratio_1t %.3f ratio\n", median(cpu_ratios));
     std::fflush(stdout);
   }
   print_gemm_lines(step_ms_1t, lengths);

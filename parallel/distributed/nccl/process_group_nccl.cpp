@@ -353,9 +353,19 @@ std::shared_ptr<Work> launch(const std::shared_ptr<ProcessGroupNCCL::Impl>& impl
     return work;
   }
   {
+    // The group is broken under this mutex together with taking `pending`: a break between the
+    // check at the top and here has already aborted the communicator and failed every pending
+    // Work, and the watchdog no longer looks, so this Work must be failed here or its wait()
+    // would never end.
     std::lock_guard<std::mutex> lock(impl->mutex);
-    impl->pending.push_back(work);
+    if (!impl->state.broken()) {
+      impl->pending.push_back(work);
+      return work;
+    }
   }
+  work->finish(std::make_exception_ptr(
+      DistributedError(info.description + " failed: the process group broke: " + impl->state.reason())));
+  work->release();  // the abort ended what the stream had queued on its buffers
   return work;
 }
 

@@ -49,8 +49,12 @@ def client_main(port, first, last, n, timeout_s, ready, go, done):
 
 def main():
     n, procs, timeout_s = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True,
-                           timeout=datetime.timedelta(seconds=timeout_s))
+    timeout = datetime.timedelta(seconds=timeout_s)
+    try:
+        server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True,
+                               timeout=timeout)
+    except TypeError:  # PyTorch before 2.2 has no libuv server: its one server
+        server = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timeout)
     ctx = mp.get_context("spawn")
     ready, go, done = ctx.Queue(), ctx.Queue(), ctx.Queue()
     ps = [ctx.Process(target=client_main,

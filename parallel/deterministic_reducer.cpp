@@ -39,6 +39,21 @@
 //    an order set by buckets, ring position and world size; nor across another ISA, BLAS build
 //    or device type (docs/DETERMINISM.md).
 
+// Note [Join in the deterministic mode]
+// Uneven inputs (DistributedDataParallel::join) work in the mode because a rank that has joined
+// can only add zeros: its shards are missing from the exact integer sum, which is the sum of the
+// shards that ran, whichever ranks ran them. The rounds of Note [Join] (distributed_data_parallel
+// .cpp) are held once per step, at its first forward (a rank runs several shards per step, and
+// ranks run different numbers of them, so a round per forward would pair one rank's first shard
+// with another's second); a joined rank answers each round with zeros and, while some rank is
+// active, runs this reducer's two all_reduces of the step with zeros (shadow_reduce: a MAX over
+// per-parameter zeros, a SUM over a zero int64 buffer of the same length). The shard count may
+// then come out below num_shards; the mean divides by num_shards (PyTorch's
+// divide_by_initial_world_size: a missing shard counts as a zero gradient) or by the shards the
+// step held. So the result of a step depends only on which shards ran in it, never on which
+// ranks held them, nor on how many ranks had joined: 2 ranks over 8 shards whose second rank
+// runs out after k steps give the same bits as 4 ranks whose last two do.
+
 namespace ember::parallel {
 
 namespace detail {
@@ -102,6 +117,29 @@ int64_t DeterministicReducer::local_shards() const {
   return local_shards_;
 }
 
+bool DeterministicReducer::step_open() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return step_open_;
+}
+
+void DeterministicReducer::set_join(bool joining, bool divide_by_num_shards) {
+  std::lock_guard<std::mutex> lk(mu_);
+  joining_ = joining;
+  join_divide_by_num_shards_ = divide_by_num_shards;
+}
+
+void DeterministicReducer::shadow_reduce() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (world() == 1) return;
+  const size_t n = params_.size();
+  int64_t total = 0;
+  for (const Tensor& p : params_) total += p.numel();
+  Tensor maxes = zeros({static_cast<int64_t>(n)}, TensorOptions(kFloat64));
+  group_->all_reduce(maxes, ReduceOp::MAX)->wait(options_.timeout_ms);
+  Tensor acc = zeros({total + 1}, TensorOptions(kInt64));
+  group_->all_reduce(acc, ReduceOp::SUM)->wait(options_.timeout_ms);
+}
+
 void DeterministicReducer::prepare_for_backward(const std::vector<bool>* used) {
   std::lock_guard<std::mutex> lk(mu_);
   const size_t expected_count = [&] {
@@ -137,6 +175,7 @@ void DeterministicReducer::prepare_for_backward(const std::vector<bool>* used) {
   for (bool e : expected_) pending_ += e ? 1 : 0;
   reduce_this_backward_ = sync_;
   expect_backward_ = true;
+  step_open_ = true;
   if (pending_ == 0) {  // nothing reachable: the shard's gradient is zero
     ++local_shards_;
     if (reduce_this_backward_) reduce_locked();
@@ -194,18 +233,22 @@ void DeterministicReducer::reduce_locked() {
   acc.data_ptr<int64_t>()[offset[n]] = local_shards_;
   for (auto& k : kept_) k.clear();
   local_shards_ = 0;
+  step_open_ = false;
   if (world() > 1) group_->all_reduce(acc, ReduceOp::SUM)->wait(timeout);
   const int64_t shards = acc.data_ptr<int64_t>()[offset[n]];
-  EMBER_CHECK_T(ValueError, shards == options_.num_shards, "DistributedDataParallel(deterministic): the ranks ran ",
-                shards, " shard backward passes in this step, but num_shards is ", options_.num_shards,
+  // Note [Join in the deterministic mode]: inside join a step may hold fewer shards.
+  const bool count_ok = shards == options_.num_shards || (joining_ && shards >= 1 && shards < options_.num_shards);
+  EMBER_CHECK_T(ValueError, count_ok, "DistributedDataParallel(deterministic): the ranks ran ", shards,
+                " shard backward passes in this step, but num_shards is ", options_.num_shards,
                 "; every step must run exactly num_shards forward/backward passes over all ranks together "
-                "(all but each rank's last under no_sync())");
+                "(all but each rank's last under no_sync()), or at most that many inside join()");
   // 4. Back to floating point, once: the mean over the job's shards.
+  const int64_t divisor = joining_ && !join_divide_by_num_shards_ ? shards : options_.num_shards;
   for (size_t i = 0; i < n; ++i) {
     Tensor g = empty(params_[i].sizes(), TensorOptions(params_[i].dtype()));
     if (std::isfinite(global_max[i])) {
       native::fixed_point_to_float_(g, native::narrow(acc, 0, offset[i], params_[i].numel()), exponent[i],
-                                    static_cast<double>(options_.num_shards));
+                                    static_cast<double>(divisor));
     } else {
       native::fill_(g, std::numeric_limits<double>::quiet_NaN());
     }

@@ -59,6 +59,18 @@ class DeterministicReducer {
   int64_t local_shards() const;
   int64_t num_shards() const { return options_.num_shards; }
   int world() const { return group_ ? group_->size() : 1; }
+  /// Whether a shard of the current step has been prepared or kept since the last reduction
+  /// (false at the start of a step: DDP's join rounds and buffer broadcasts run there).
+  bool step_open() const;
+
+  /// Inside DDP's join() (Note [Join in the deterministic mode] in deterministic_reducer.cpp): a
+  /// step may hold fewer than num_shards shards (those of ranks that joined are missing, i.e.
+  /// zero); the exact sum is divided by num_shards (divide_by_num_shards, DDP's
+  /// divide_by_initial_world_size) or by the shards the step held. joining false: back to
+  /// exactly num_shards per step.
+  void set_join(bool joining, bool divide_by_num_shards);
+  /// A joined rank's part of one step's reduction: the same two all_reduces, with zeros.
+  void shadow_reduce();
 
  private:
   void on_grad_ready(size_t param_index);
@@ -82,6 +94,9 @@ class DeterministicReducer {
   size_t pending_ = 0;                     // guarded by mu_: expected parameters yet to report
   std::vector<std::vector<Tensor>> kept_;  // guarded by mu_: per parameter, its shards' gradients
   int64_t local_shards_ = 0;               // guarded by mu_
+  bool step_open_ = false;                 // guarded by mu_
+  bool joining_ = false;                   // guarded by mu_
+  bool join_divide_by_num_shards_ = true;  // guarded by mu_
 };
 
 }  // namespace ember::parallel

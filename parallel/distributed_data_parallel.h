@@ -36,8 +36,9 @@ struct DistributedDataParallelOptions {
   /// World-size-invariant gradients (Note [World-size invariance] in deterministic_reducer.cpp):
   /// every forward/backward is one of num_shards virtual shards of the step's global batch, and
   /// the synchronized backward's end writes the exact mean of all shards' gradients, the same
-  /// bits at any world size. bucket_cap_mb, gradient_as_bucket_view, static_graph, comm hooks
-  /// and join() do not apply (join and register_comm_hook throw ValueError).
+  /// bits at any world size. bucket_cap_mb, gradient_as_bucket_view, static_graph and comm
+  /// hooks do not apply (register_comm_hook throws ValueError); join() works (Note [Join in the
+  /// deterministic mode]); buffers are broadcast at the first forward of each step.
   bool deterministic = false;
   /// Under `deterministic`: the job's virtual shards per step, over all ranks (>= world size).
   int64_t num_shards = 0;
@@ -162,8 +163,6 @@ class DistributedDataParallel {
   template <class Fn>
   void join(Fn&& fn, JoinOptions options = {}) {
     EMBER_CHECK_T(ValueError, !joining_, "DistributedDataParallel::join: already inside join()");
-    EMBER_CHECK_T(ValueError, !deterministic_, "DistributedDataParallel::join: not available with the deterministic "
-                  "option (every step runs num_shards shards over the ranks; give a rank with no data fewer shards)");
     joining_ = true;
     join_options_ = options;
     last_joiner_ = -1;
@@ -171,9 +170,11 @@ class DistributedDataParallel {
       DistributedDataParallel* ddp;
       ~Reset() {
         ddp->joining_ = false;
-        ddp->reducer_->set_join_divisor(0);
+        if (ddp->reducer_) ddp->reducer_->set_join_divisor(0);
+        if (ddp->deterministic_) ddp->deterministic_->set_join(false, true);
       }
     } reset{this};
+    if (deterministic_) deterministic_->set_join(true, options.divide_by_initial_world_size);
     fn();
     if (group_->size() == 1) return;
     while (true) {
@@ -184,7 +185,7 @@ class DistributedDataParallel {
         auto bufs = module_->buffers();
         if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, round.last_active_rank);
       }
-      if (round.sync) reducer_->shadow_all_reduce();
+      if (round.sync) deterministic_ ? deterministic_->shadow_reduce() : reducer_->shadow_all_reduce();
     }
     if (last_joiner_ >= 0) {
       std::vector<Tensor> state = module_->parameters();
@@ -216,9 +217,18 @@ class DistributedDataParallel {
   template <typename... Args>
   auto deterministic_forward(Args&&... args) {
     const bool grad = autograd::GradMode::is_enabled() && module_->is_training();
-    if (options_.broadcast_buffers && group_->size() > 1) {
+    // Ranks run different numbers of shards per step: the collectives of a forward are held at
+    // each step's first one only (Note [Join in the deterministic mode]).
+    const bool step_start = grad && !deterministic_->step_open();
+    int buffer_root = 0;
+    if (joining_ && step_start) {
+      detail::JoinRound round = detail::join_round(*group_, device_, true, true, options_.timeout_ms);
+      last_joiner_ = round.last_active_rank;
+      buffer_root = round.last_active_rank;
+    }
+    if (options_.broadcast_buffers && group_->size() > 1 && step_start) {
       auto bufs = module_->buffers();
-      if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, 0);
+      if (!bufs.empty()) detail::broadcast_tensors(*group_, bufs, options_.timeout_ms, buffer_root);
     }
     if (grad && !options_.find_unused_parameters) deterministic_->prepare_for_backward(nullptr);
     auto out = module_->forward(std::forward<Args>(args)...);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "core/warning.h"
 
 namespace ember {
@@ -22,7 +23,8 @@ std::set<std::string>& warned_ops() {  // guarded by g_warned_mu
 
 void use_deterministic_algorithms(bool mode, bool warn_only) {
   g_warn_only.store(mode && warn_only);
-  g_mode.store(mode);
+  const bool changed = g_mode.exchange(mode) != mode;
+  if (changed) detail::apply_blas_threads();  // Note [Deterministic GEMM] in core/kernels/cpu/blas_gemm.cpp
 }
 
 bool are_deterministic_algorithms_enabled() { return g_mode.load(); }

@@ -25,6 +25,7 @@
 #include "core/thread_pool.h"
 
 #include "core/cpu_affinity.h"
+#include "core/deterministic.h"
 
 #include <pthread.h>
 
@@ -215,8 +216,10 @@ void set_num_threads(int num_threads) {
   }
   // `old` is joined here unless a parallel_for still holds it (then the last user joins it).
   old.reset();
-  openblas_set_num_threads(num_threads);
+  openblas_set_num_threads(are_deterministic_algorithms_enabled() ? 1 : num_threads);  // Note [Deterministic GEMM]
 }
+
+void detail::apply_blas_threads() { openblas_set_num_threads(are_deterministic_algorithms_enabled() ? 1 : get_num_threads()); }
 
 int get_num_threads() {
   Config& c = config();

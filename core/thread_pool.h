@@ -8,8 +8,16 @@
 
 namespace ember {
 
-/// Sets the number of threads kernels may use (>= 1); also sets OpenBLAS's thread count.
+/// Sets the number of threads kernels may use (>= 1); also sets OpenBLAS's thread count (to 1
+/// under use_deterministic_algorithms(true): Note [Deterministic GEMM]).
 void set_num_threads(int num_threads);
+
+namespace detail {
+/// OpenBLAS's own thread count: get_num_threads(), or 1 under use_deterministic_algorithms(true)
+/// (Note [Deterministic GEMM] in core/kernels/cpu/blas_gemm.cpp). Called when either changes.
+void apply_blas_threads();
+}  // namespace detail
+
 /// Default: EMBER_NUM_THREADS if set, else the number of CPUs this process may run on
 /// (available_cpu_count(): its affinity mask, e.g. the block ember-run bound a rank to).
 int get_num_threads();

@@ -65,6 +65,30 @@ std::unique_ptr<CLI::App> command_line(LaunchOptions& o) {
       ->check(ember::cli::one_of({"auto", "none"}))
       ->default_str("auto")
       ->type_name("MODE");
+  // --ft: Note [ember-run --ft] in main.cpp; the ranks' side is parallel/ft/manager.h.
+  app->add_flag("--ft", o.ft,
+                "fault tolerance (docs/FAULT_TOLERANCE.md): a rank that dies, or stays silent for --ft-timeout "
+                "(ember-run kills it), is dropped while the others go on, and is replaced up to --max-restarts "
+                "times per rank; the replacement takes its state from a live rank");
+  auto seconds = [](int64_t& ms) {
+    return [&ms](double s) { ms = static_cast<int64_t>(s * 1000.0 + 0.5); };
+  };
+  app->add_option_function<double>(names("--ft-timeout"), seconds(o.ft_timeout_ms),
+                                   "--ft: seconds a rank may stay silent before it is dropped and killed; also the "
+                                   "bound of every collective")
+      ->check(ember::cli::number_in(0.05, 86400, false, "a number of seconds"))
+      ->default_str("10")
+      ->type_name("S");
+  app->add_option(names("--ft-min-ranks"), o.ft_min_ranks,
+                  "--ft: with fewer live ranks than this for --ft-quorum-timeout, the ranks fail naming the "
+                  "missing ones")
+      ->check(int_in(1, 1 << 24))
+      ->type_name("N");
+  app->add_option_function<double>(names("--ft-quorum-timeout"), seconds(o.ft_quorum_timeout_ms),
+                                   "--ft: how long the ranks wait below --ft-min-ranks")
+      ->check(ember::cli::number_in(0.05, 86400, false, "a number of seconds"))
+      ->default_str("60")
+      ->type_name("S");
   return app;
 }
 
@@ -103,6 +127,12 @@ LaunchOptions parse_launch_options(int argc, const char* const* argv) {
     throw UsageError("--nnodes > 1 needs an explicit, non-zero --master-port shared by every node");
   if (o.nnodes == 1 && o.node_rank != 0) throw UsageError("--node-rank must be 0 on a single node");
   if (int64_t(o.nproc_per_node) * o.nnodes > (1 << 24)) throw UsageError("world size too large");
+  const bool ft_tuned =
+      app->count("--ft-timeout") > 0 || app->count("--ft-min-ranks") > 0 || app->count("--ft-quorum-timeout") > 0;
+  if (ft_tuned && !o.ft) throw UsageError("--ft-timeout, --ft-min-ranks and --ft-quorum-timeout need --ft");
+  if (o.ft && o.ft_min_ranks > o.world_size())
+    throw UsageError("--ft-min-ranks " + std::to_string(o.ft_min_ranks) + " is more than the " +
+                     std::to_string(o.world_size()) + " ranks of the job");
   return o;
 }
 

@@ -27,6 +27,13 @@ struct LaunchOptions {
   /// (cpu_block in core/cpu_affinity.h), when there are at least as many CPUs as local ranks;
   /// none: workers inherit ember-run's affinity.
   bool cpu_bind = true;
+  /// --ft: fault-tolerant mode (parallel/ft/manager.h). A rank that dies is marked dead in the
+  /// store and replaced (up to max_restarts times per rank) while the others go on; a rank the
+  /// others report silent past ft_timeout_ms is killed and replaced.
+  bool ft = false;
+  int64_t ft_timeout_ms = 10'000;
+  int ft_min_ranks = 1;
+  int64_t ft_quorum_timeout_ms = 60'000;
   bool help = false;
   std::string program;
   std::vector<std::string> program_args;

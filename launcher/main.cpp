@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -38,6 +39,7 @@
 #include "launcher/worker_group.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed/tcp_store_server.h"
+#include "parallel/ft/keys.h"
 
 namespace {
 
@@ -104,6 +106,87 @@ void wait_for_round(const LaunchOptions& o, const std::string& token, int round,
                                 std::to_string(timeout_ms) + " ms (" + last_error + ")");
 }
 
+// Note [ember-run --ft]
+// With --ft a failed worker does not stop the others: ember-run marks its incarnation dead in
+// the store (its heartbeat key, parallel/ft/keys.h), which the ranks' quorum reads at once
+// instead of waiting out the ft timeout, and starts a replacement with the next incarnation
+// (up to --max-restarts per rank) that joins at a step boundary. A rank the others found
+// silent past the ft timeout (SIGSTOP, a stuck process) is named in kill/<rank>; ember-run
+// SIGKILLs that incarnation and replaces it like a dead one. The store lives here for the
+// whole job (never replaced), so a store that goes away means ember-run went away, and the
+// ranks fail (PR_SET_PDEATHSIG, and their lost store connection) rather than hang.
+int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const std::string& token) {
+  std::unique_ptr<TCPStoreServer> store;
+  int port = o.master_port;
+  if (o.node_rank == 0) {
+    store = start_store(o, port, token, false);
+    port = store->port();
+    publish_round(o, port, token, 0);
+  }
+  ember::parallel::TCPStoreOptions co;
+  co.token = token;
+  co.timeout_ms = 10'000;
+  co.wait_for_workers = false;
+  ember::parallel::TCPStore client(o.node_rank == 0 && o.nnodes == 1 ? "127.0.0.1" : o.master_addr,
+                                   static_cast<uint16_t>(port), co);
+  const GroupEnv env{o.master_addr, port, token, 0};
+  group.start(env);
+  std::vector<int> restarts(static_cast<size_t>(o.nproc_per_node), 0);
+  auto rank_of = [&](int local_rank) { return o.node_rank * o.nproc_per_node + local_rank; };
+  // Kill requests from the ranks (Note [ember-run --ft]).
+  auto on_round = [&] {
+    for (int lr = 0; lr < o.nproc_per_node; ++lr) {
+      const int rank = rank_of(lr);
+      std::optional<std::string> v;
+      try {
+        v = ember::parallel::ft::peek(client, ember::parallel::ft::kill_key(rank));
+      } catch (const std::exception&) {
+        return;  // the store is node 0's; its loss shows up in the ranks
+      }
+      if (!v || *v != std::to_string(group.incarnation(lr))) continue;
+      if (group.kill_worker(lr, group.incarnation(lr)))
+        say("rank " + std::to_string(rank) + " (incarnation " + *v + ") went silent past --ft-timeout (" +
+            std::to_string(o.ft_timeout_ms) + " ms); killed it");
+    }
+  };
+  int last_failure_code = 1;
+  for (;;) {
+    const GroupResult r = group.monitor(on_round);
+    if (r.outcome == GroupResult::kSucceeded) {
+      if (group.any_succeeded()) return 0;
+      say("every rank failed and none is left to replace");
+      return last_failure_code;
+    }
+    if (r.outcome == GroupResult::kInterrupted) {
+      say(std::string("received ") + ::sigabbrev_np(r.signal) + "; forwarded it to the workers");
+      group.stop(0);
+      return 128 + r.signal;
+    }
+    const int lr = r.failure.local_rank;
+    const int64_t inc = group.incarnation(lr);
+    last_failure_code = r.failure.launcher_exit_code();
+    try {
+      client.set(ember::parallel::ft::heartbeat_key(r.failure.rank), ember::parallel::ft::dead_heartbeat(inc));
+    } catch (const std::exception& e) {
+      say("error: cannot reach the store to mark rank " + std::to_string(r.failure.rank) + " dead: " + e.what());
+      group.stop(SIGTERM);
+      return 1;
+    }
+    say(r.failure.describe() + " (incarnation " + std::to_string(inc) + "); the other ranks go on without it");
+    if (restarts[size_t(lr)] < o.max_restarts) {
+      ++restarts[size_t(lr)];
+      say("starting a replacement for rank " + std::to_string(r.failure.rank) + " (restart " +
+          std::to_string(restarts[size_t(lr)]) + " of " + std::to_string(o.max_restarts) +
+          "); it joins at the next step boundary");
+      group.respawn(lr, env);
+    } else {
+      say("rank " + std::to_string(r.failure.rank) + " is not replaced (--max-restarts " +
+          std::to_string(o.max_restarts) + " used up)");
+      group.abandon(lr);
+    }
+  }
+}
+
 int run(const LaunchOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
   // The guardian kills this cgroup when ember-run is gone, so it exists first (no thread).
@@ -136,6 +219,7 @@ int run(const LaunchOptions& o) {
   }
 
   ember::launcher::WorkerGroup group(o, signals, &guardian, &cgroups);
+  if (o.ft) return run_ft(o, group, token);
   std::unique_ptr<TCPStoreServer> store;
   int port = o.master_port;
   for (int attempt = 0;; ++attempt) {

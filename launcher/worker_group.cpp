@@ -30,6 +30,7 @@ const char* const kOwnedVars[] = {
     "TORCHELASTIC_RESTART_COUNT",         "EMBER_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS",          "EMBER_MAX_RESTARTS",
     "TORCHELASTIC_USE_AGENT_STORE",       "EMBER_USE_AGENT_STORE",
+    "EMBER_FT", "EMBER_FT_TIMEOUT_MS", "EMBER_FT_MIN_RANKS", "EMBER_FT_QUORUM_TIMEOUT_MS", "EMBER_FT_INCARNATION",
 };
 
 bool is_owned(const char* entry) {
@@ -72,6 +73,8 @@ struct WorkerGroup::Worker {
   std::unique_ptr<LinePrefixer> err;
   WorkerExit exit;
   bool exited = false;
+  bool handled = false;     // --ft: a failure already respawned or abandoned
+  int64_t incarnation = 0;  // --ft: how many times this rank was replaced
   std::string cgroup;  // its cgroup's directory, "" without one
 };
 
@@ -124,6 +127,13 @@ std::vector<std::string> WorkerGroup::worker_environment(const Worker& w, const 
   // even rank 0) may start its own server there; torchrun says so with the same variable.
   put("TORCHELASTIC_USE_AGENT_STORE", "True");
   put("EMBER_USE_AGENT_STORE", "1");
+  if (options_.ft) {  // see parallel/ft/keys.h
+    put("EMBER_FT", "1");
+    put("EMBER_FT_TIMEOUT_MS", std::to_string(options_.ft_timeout_ms));
+    put("EMBER_FT_MIN_RANKS", std::to_string(options_.ft_min_ranks));
+    put("EMBER_FT_QUORUM_TIMEOUT_MS", std::to_string(options_.ft_quorum_timeout_ms));
+    put("EMBER_FT_INCARNATION", std::to_string(w.incarnation));
+  }
   if (!options_.local_addr.empty()) {  // --local-addr replaces an inherited EMBER_TCP_HOST
     std::erase_if(out, [](const std::string& e) { return e.rfind("EMBER_TCP_HOST=", 0) == 0; });
     put("EMBER_TCP_HOST", options_.local_addr);
@@ -143,16 +153,7 @@ void WorkerGroup::start(const GroupEnv& env) {
     auto w = std::make_unique<Worker>();
     w->local_rank = lr;
     w->rank = options_.node_rank * options_.nproc_per_node + lr;
-    if (!options_.log_dir.empty()) {
-      const std::string path = options_.log_dir + "/rank_" + std::to_string(w->rank) + ".log";
-      const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (env.restart_count == 0 ? O_TRUNC : 0);
-      w->log_fd = ::open(path.c_str(), flags, 0644);
-      if (w->log_fd < 0) throw LaunchError("cannot open log file '" + path + "': " + std::strerror(errno));
-      if (env.restart_count > 0) {
-        const std::string banner = "--- ember-run: restart " + std::to_string(env.restart_count) + " ---\n";
-        io::write_full(w->log_fd, banner.data(), banner.size());
-      }
-    }
+    open_log(*w, env.restart_count);
     const std::string prefix = "[rank " + std::to_string(w->rank) + "]: ";
     w->out = std::make_unique<LinePrefixer>(prefix, STDOUT_FILENO, w->log_fd);
     w->err = std::make_unique<LinePrefixer>(prefix, STDERR_FILENO, w->log_fd);
@@ -164,6 +165,71 @@ void WorkerGroup::start(const GroupEnv& env) {
       throw;
     }
   }
+}
+
+void WorkerGroup::open_log(Worker& w, int restart_count) {
+  if (options_.log_dir.empty()) return;
+  const std::string path = options_.log_dir + "/rank_" + std::to_string(w.rank) + ".log";
+  const bool first = restart_count == 0 && w.incarnation == 0;
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (first ? O_TRUNC : 0);
+  w.log_fd = ::open(path.c_str(), flags, 0644);
+  if (w.log_fd < 0) throw LaunchError("cannot open log file '" + path + "': " + std::strerror(errno));
+  if (!first) {
+    const std::string banner = w.incarnation > 0
+                                   ? "--- ember-run: replacement (incarnation " + std::to_string(w.incarnation) + ") ---\n"
+                                   : "--- ember-run: restart " + std::to_string(restart_count) + " ---\n";
+    io::write_full(w.log_fd, banner.data(), banner.size());
+  }
+}
+
+void WorkerGroup::respawn(int local_rank, const GroupEnv& env) {
+  Worker* w = nullptr;
+  for (auto& x : workers_)
+    if (x->local_rank == local_rank) w = x.get();
+  if (w == nullptr || w->running) throw LaunchError("respawn: local rank " + std::to_string(local_rank) + " is not down");
+  if (guardian_) guardian_->forget(w->pid);
+  RankCgroups::kill_and_remove(w->cgroup);
+  w->cgroup.clear();
+  w->out->finish();
+  w->err->finish();
+  close_fd(w->out_fd);
+  close_fd(w->err_fd);
+  close_fd(w->log_fd);
+  ++w->incarnation;
+  w->exited = false;
+  w->handled = false;
+  w->exit = WorkerExit{};
+  open_log(*w, env.restart_count);
+  const std::string prefix = "[rank " + std::to_string(w->rank) + "]: ";
+  w->out = std::make_unique<LinePrefixer>(prefix, STDOUT_FILENO, w->log_fd);
+  w->err = std::make_unique<LinePrefixer>(prefix, STDERR_FILENO, w->log_fd);
+  spawn(*w, env);
+}
+
+void WorkerGroup::abandon(int local_rank) {
+  for (auto& w : workers_)
+    if (w->local_rank == local_rank && w->exited) w->handled = true;
+}
+
+bool WorkerGroup::kill_worker(int local_rank, int64_t incarnation) {
+  for (auto& w : workers_) {
+    if (w->local_rank != local_rank || !w->running || w->incarnation != incarnation) continue;
+    ::kill(-w->pid, SIGKILL);
+    return true;
+  }
+  return false;
+}
+
+int64_t WorkerGroup::incarnation(int local_rank) const {
+  for (const auto& w : workers_)
+    if (w->local_rank == local_rank) return w->incarnation;
+  return 0;
+}
+
+bool WorkerGroup::any_succeeded() const {
+  for (const auto& w : workers_)
+    if (w->exited && !w->exit.signaled && w->exit.exit_code == 0) return true;
+  return false;
 }
 
 void WorkerGroup::spawn(Worker& w, const GroupEnv& env) {
@@ -329,15 +395,16 @@ int WorkerGroup::wait_round(int64_t timeout_ms) {
 const WorkerGroup::Worker* WorkerGroup::first_failure() const {
   const Worker* failed = nullptr;
   for (auto& w : workers_) {
-    if (!w->exited || (!w->exit.signaled && w->exit.exit_code == 0)) continue;
+    if (!w->exited || w->handled || (!w->exit.signaled && w->exit.exit_code == 0)) continue;
     if (failed == nullptr || (w->exit.signaled && !failed->exit.signaled)) failed = w.get();
   }
   return failed;
 }
 
-GroupResult WorkerGroup::monitor() {
+GroupResult WorkerGroup::monitor(const std::function<void()>& on_round) {
   GroupResult result;
   while (true) {
+    if (on_round) on_round();
     if (int s = wait_round(options_.monitor_interval_ms)) {
       interrupted_by_ = s;
       signal_live(s);

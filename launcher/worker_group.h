@@ -9,6 +9,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -71,7 +72,22 @@ class WorkerGroup {
   /// Starts every local worker, finding the program on PATH as execvp does. Throws LaunchError
   /// (after stopping any already started) when exec fails: not found, not executable.
   void start(const GroupEnv& env);
-  GroupResult monitor();
+  /// Returns at the first failure not yet handled (--ft: respawn() or abandon() handles it),
+  /// when every worker is done, or when ember-run is signalled. `on_round` (may be empty) runs
+  /// once per round of waiting, at least every monitor_interval_ms.
+  GroupResult monitor(const std::function<void()>& on_round = {});
+  // ---- --ft: one worker at a time -------------------------------------------------------------
+  /// Starts a replacement for the failed worker of `local_rank` (same rank, next incarnation:
+  /// EMBER_FT_INCARNATION); its output continues under the same prefix and log file.
+  void respawn(int local_rank, const GroupEnv& env);
+  /// Leaves the failed worker of `local_rank` down: monitor() no longer reports it.
+  void abandon(int local_rank);
+  /// SIGKILLs the worker of `local_rank` when it still runs as `incarnation`; returns whether it did.
+  bool kill_worker(int local_rank, int64_t incarnation);
+  /// The running (or last) incarnation of `local_rank`'s worker.
+  int64_t incarnation(int local_rank) const;
+  /// Whether any worker exited with code 0.
+  bool any_succeeded() const;
   /// Sends first_signal (0: none, e.g. it was already forwarded) to every live worker,
   /// SIGKILL after options.stop_timeout_ms, reaps all and flushes their output. A
   /// forwarded signal arriving meanwhile escalates to SIGKILL at once and is remembered
@@ -84,6 +100,8 @@ class WorkerGroup {
   struct Worker;
   void spawn(Worker& w, const GroupEnv& env);
   std::vector<std::string> worker_environment(const Worker& w, const GroupEnv& env) const;
+  // Opens w's log file (--log-dir): truncated at the first start, with a banner after that.
+  void open_log(Worker& w, int restart_count);
   // One round of waiting: poll the pipes and the signal fd up to timeout_ms, pump output,
   // reap exited workers. Returns a forwarded signal received (0 if none).
   int wait_round(int64_t timeout_ms);

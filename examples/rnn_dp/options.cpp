@@ -92,6 +92,19 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
   a.add_option("--shards", o.shards, "--deterministic: virtual shards per global batch")
       ->check(at_least(1))
       ->type_name("N");
+  a.add_flag("--ft", o.ft,
+             "--ddp: fault-tolerant training under `ember-run --ft`: a rank that dies or hangs is dropped, the "
+             "others redo the step without it, and its replacement takes the state from a live rank "
+             "(docs/FAULT_TOLERANCE.md)")
+      ->disable_flag_override();
+  a.add_flag("--ft-trace", o.ft_trace,
+             "--ft: each rank prints \"ft-trace step=S slot=R ranks=N hash=H\" after every committed step (H: "
+             "FNV-1a of its parameters)")
+      ->disable_flag_override();
+  a.add_option("--ft-fault", o.ft_fault,
+               "--ft, for tests: SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] makes that rank raise SIGNAL on itself "
+               "(Note [FT mode] in train_ft.cpp)")
+      ->type_name("SPEC");
   a.add_option("--amp", o.amp,
                "mixed precision: autocast on the training device; fp16 adds a dynamic loss scale (GradScaler), "
                "whose skipped steps every --ddp rank shares")
@@ -152,6 +165,18 @@ Options parse_options(int argc, const char* const* argv) {
     EMBER_CHECK_T(ValueError, !o.zero && o.checkpoint_every == 0 && o.max_steps == 0,
                   "--uneven: ranks take different numbers of steps, which --zero, --checkpoint-every and "
                   "--max-steps need to be the same; drop them");
+  }
+  if (o.ft) {
+    EMBER_CHECK_T(ValueError, o.ddp, "--ft applies only with --ddp (under ember-run --ft)");
+    EMBER_CHECK_T(ValueError, o.backend.empty() || o.backend == "tcp",
+                  "--ft: the group is re-formed over the tcp backend; got --backend ", o.backend);
+    EMBER_CHECK_T(ValueError, !o.zero && !o.uneven && o.amp.empty() && o.augment_p == 0 && !o.resume,
+                  "--ft: --zero, --uneven, --amp, --augment and --resume are not supported with it (a replacement "
+                  "takes its state from a live rank)");
+    EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--ft: --batch-size ", o.batch_size,
+                  " must be a multiple of --shards ", o.shards, " (the ranks of each quorum share the shards)");
+  } else {
+    EMBER_CHECK_T(ValueError, !o.ft_trace && o.ft_fault.empty(), "--ft-trace and --ft-fault apply only with --ft");
   }
   if (o.deterministic) {
     EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--deterministic: --batch-size ", o.batch_size,

@@ -27,6 +27,7 @@
 #include "data/distributed_sampler.h"
 #include "data/worker_info.h"
 #include "examples/rnn_dp/model.h"
+#include "examples/rnn_dp/train_detail.h"
 #include "examples/common/distributed_job.h"
 #include "examples/common/progress.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
@@ -114,6 +115,42 @@ namespace rnn_dp {
 //    holds without --deterministic too);
 //  - nothing else draws: --augment, which draws per-worker streams, is refused.
 
+namespace detail {
+
+std::map<std::string, std::string> run_identity(const Options& o) {
+  auto fmt17 = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    return std::string(buf);
+  };
+  return {{"seed", std::to_string(o.seed)},
+          {"batch_size", std::to_string(o.batch_size)},
+          {"batch_first", o.batch_first ? "true" : "false"},
+          {"limit", o.limit ? std::to_string(*o.limit) : "none"},
+          {"lr", fmt17(o.lr)},
+          {"augment", fmt17(o.augment_p)}};
+}
+
+std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.safetensors"; }
+
+ember::Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>& positions, int64_t width, double p) {
+  std::vector<float> keep;
+  keep.reserve(positions.size() * static_cast<size_t>(width));
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  for (uint64_t pos : positions) {
+    // splitmix64 of the three, so nearby positions get unrelated streams
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull + pos + 1;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    ember::Generator g(z);
+    for (float u : ember::rand({width}, {}, &g).to_vector<float>()) keep.push_back(u >= p ? scale : 0.0f);
+  }
+  return ember::from_vector(keep, {static_cast<int64_t>(positions.size()), width});
+}
+
+}  // namespace detail
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -124,6 +161,8 @@ using Rank = ember_examples::DistributedJob;
 using ember_examples::epoch_seed;
 using ember_examples::ProgressBar;
 using ember_examples::say;
+using detail::dropout_keep;
+using detail::last_checkpoint_path;
 
 std::string join_devices(const std::vector<Device>& devices) {
   std::string s;
@@ -140,16 +179,8 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// What a checkpoint must agree on with this run for --resume to continue the same run.
-std::map<std::string, std::string> run_identity(const Options& o, const Rank& job) {
-  (void)job;  // any world size resumes: Note [Resume at any world size]
-  return {{"seed", std::to_string(o.seed)},
-          {"batch_size", std::to_string(o.batch_size)},
-          {"batch_first", o.batch_first ? "true" : "false"},
-          {"limit", o.limit ? std::to_string(*o.limit) : "none"},
-          {"lr", fmt("%.17g", o.lr)},
-          {"augment", fmt("%.17g", o.augment_p)}};
-}
+// Any world size resumes: Note [Resume at any world size].
+std::map<std::string, std::string> run_identity(const Options& o, const Rank&) { return detail::run_identity(o); }
 
 // Checkpoint metadata keys of the GradScaler's state (--amp fp16): "grad_scaler.scale", ...
 constexpr const char* kScalerPrefix = "grad_scaler.";
@@ -248,7 +279,6 @@ struct ResumePoint {
 std::string checkpoint_path(const std::string& dir, int epoch) {
   return dir + "/epoch-" + std::to_string(epoch) + ".safetensors";
 }
-std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.safetensors"; }
 
 // A checkpoint's number entry `key` (written by save_state); throws ValueError when it is absent
 // or malformed.
@@ -412,24 +442,6 @@ class ShardLoss : public ember::nn::Cloneable<ShardLoss> {
   ModelConfig config_;
 };
 
-// Dropout keep masks [positions, width] (0 or 1 / (1 - p)): sample at `positions[i]` of epoch
-// `epoch` draws from its own generator, seeded from (seed, epoch, position) (Note [Shard steps]).
-Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>& positions, int64_t width, double p) {
-  std::vector<float> keep;
-  keep.reserve(positions.size() * static_cast<size_t>(width));
-  const float scale = static_cast<float>(1.0 / (1.0 - p));
-  for (uint64_t pos : positions) {
-    // splitmix64 of the three, so nearby positions get unrelated streams
-    uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull + pos + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    ember::Generator g(z);
-    for (float u : ember::rand({width}, {}, &g).to_vector<float>()) keep.push_back(u >= p ? scale : 0.0f);
-  }
-  return ember::from_vector(keep, {static_cast<int64_t>(positions.size()), width});
-}
-
 int64_t count_parameters(const ember::nn::Module& m) {
   int64_t n = 0;
   for (const auto& p : m.parameters()) n += p.numel();
@@ -439,6 +451,7 @@ int64_t count_parameters(const ember::nn::Module& m) {
 }  // namespace
 
 std::vector<EpochResult> train(const Options& o, std::FILE* out) {
+  if (o.ft) return train_ft(o, out);  // Note [FT mode] in train_ft.cpp
   // ---- the job (--ddp), devices and threads --------------------------------------------------
   const Rank job =
       ember_examples::join_job("rnn_dp", {.ddp = o.ddp, .backend = o.backend, .timeout_s = o.timeout_s}, out);

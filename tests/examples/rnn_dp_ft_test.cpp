@@ -1,0 +1,189 @@
+// examples/rnn_dp --ddp --ft under `ember-run --ft` on 4 ranks (CPU, tcp), with faults injected by
+// --ft-fault (a rank raises SIGKILL or SIGSTOP on itself at a given step and point: Note [FT mode]
+// in examples/rnn_dp/train_ft.cpp). Every run checks, from the ranks' "ft-trace" lines: every step
+// 0..N-1 was committed, no rank committed a step twice or out of order, every rank that committed
+// a step holds the same parameters after it (hash), and, with --deterministic, the final
+// checkpoint's SHA-256 equals the undisturbed one-process run's.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "tests/examples/deterministic_state_hash.h"
+#include "tests/examples/rnn_dp_process_util.h"
+#include "tests/examples/rnn_dp_test_util.h"
+
+namespace {
+
+using rnn_dp_test::RunResult;
+std::string state_sha256(const std::filesystem::path& checkpoint) {
+  return deterministic_test::state_sha256(checkpoint, 8);
+}
+namespace fs = std::filesystem;
+
+// 384 training words in global batches of 48 over 8 shards: 8 steps an epoch, 40 steps.
+constexpr int kSteps = 40;
+const std::string kDet = "--limit 64 --batch-size 48 --epochs 5 --max-steps 40 --dropout 0.3 --progress none "
+                         "--deterministic --shards 8 --workers 0 --threads 1";
+
+struct Trace {
+  std::map<int64_t, std::set<std::string>> hashes;  // step -> the hashes ranks reported
+  std::map<int, std::vector<int64_t>> steps;        // slot -> its committed steps in order
+  std::map<int64_t, int> ranks;                     // step -> participants
+};
+
+Trace parse(const std::string& output) {
+  Trace t;
+  static const std::regex line(R"(ft-trace step=(\d+) slot=(\d+) ranks=(\d+) hash=([0-9a-f]+))");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
+    const int64_t step = std::stoll((*it)[1]);
+    t.hashes[step].insert((*it)[4]);
+    t.steps[std::stoi((*it)[2])].push_back(step);
+    t.ranks[step] = std::stoi((*it)[3]);
+  }
+  return t;
+}
+
+class RnnDpFt : public rnn_dp_test::RunDirTest {
+ protected:
+  // The undisturbed one-process run's state hash, once per test program.
+  std::string reference() {
+    static std::string ref;
+    if (ref.empty()) {
+      RunResult r = rnn_dp("ref", kDet + " --single-device");
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      ref = state_sha256(last("ref"));
+    }
+    return ref;
+  }
+  RunResult ft_run(const std::string& name, const std::string& faults, const std::string& launcher = "") {
+    return rnn_dp_test::run_command(std::string(EMBER_RUN_BINARY) + " --ft --ft-timeout 3 --max-restarts 2 " +
+                                    launcher + " --nproc-per-node 4 " + RNN_DP_BINARY + " --ddp --ft --ft-trace " +
+                                    files(name) + " " + kDet + (faults.empty() ? "" : " --ft-fault " + faults));
+  }
+  // The checks every run gets (see the file comment).
+  void expect_transactional(const std::string& name, const RunResult& r) {
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const Trace t = parse(r.output);
+    for (int64_t s = 0; s < kSteps; ++s) {
+      ASSERT_TRUE(t.hashes.count(s)) << "step " << s << " was never committed\n" << r.output;
+      EXPECT_EQ(t.hashes.at(s).size(), 1u) << "ranks disagree after step " << s << "\n" << r.output;
+    }
+    EXPECT_EQ(t.hashes.rbegin()->first, kSteps - 1) << r.output;
+    for (const auto& [slot, steps] : t.steps)
+      for (size_t i = 1; i < steps.size(); ++i)
+        EXPECT_GT(steps[i], steps[i - 1]) << "slot " << slot << " committed step " << steps[i] << " twice or late\n"
+                                          << r.output;
+    EXPECT_EQ(state_sha256(last(name)), reference()) << r.output;
+  }
+};
+
+TEST_F(RnnDpFt, UndisturbedRunEqualsOneProcess) {
+  SKIP_WITHOUT_WORD_LISTS();
+  RunResult r = ft_run("calm", "");
+  expect_transactional("calm", r);
+  for (const auto& [step, n] : parse(r.output).ranks) EXPECT_EQ(n, 4) << "step " << step;
+}
+
+TEST_F(RnnDpFt, KilledRankMidAllReduceIsReplacedAndNothingChanges) {
+  SKIP_WITHOUT_WORD_LISTS();
+  // Rank 0 straggles at step 8 so that the replacement (a new process) is up before the end.
+  RunResult r = ft_run("kill1", "1:0:5:backward:KILL,0:0:8:commit:SLEEP2500");
+  expect_transactional("kill1", r);
+  const Trace t = parse(r.output);
+  EXPECT_EQ(t.ranks.at(5), 3) << "step 5 was redone by the 3 survivors\n" << r.output;
+  EXPECT_NE(r.output.find("slot 1 died"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("starting a replacement for rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("no checkpoint read"), std::string::npos) << r.output;
+  EXPECT_EQ(t.ranks.at(kSteps - 1), 4) << "the replacement took part again\n" << r.output;
+}
+
+TEST_F(RnnDpFt, TwoRanksKilledAtOnce) {
+  SKIP_WITHOUT_WORD_LISTS();
+  RunResult r = ft_run("kill2", "1:0:5:forward:KILL,2:0:5:forward:KILL");
+  expect_transactional("kill2", r);
+  EXPECT_EQ(parse(r.output).ranks.at(5), 2) << r.output;
+}
+
+TEST_F(RnnDpFt, RankZeroIsNotSpecial) {
+  SKIP_WITHOUT_WORD_LISTS();
+  RunResult r = ft_run("kill0", "0:0:5:backward:KILL");
+  expect_transactional("kill0", r);
+  EXPECT_EQ(parse(r.output).ranks.at(5), 3) << r.output;
+}
+
+TEST_F(RnnDpFt, StoppedRankIsKilledAfterTheTimeoutAndReplaced) {
+  SKIP_WITHOUT_WORD_LISTS();
+  RunResult r = ft_run("stop", "3:0:5:backward:STOP");
+  expect_transactional("stop", r);
+  EXPECT_NE(r.output.find("went silent past --ft-timeout"), std::string::npos) << r.output;
+  EXPECT_EQ(parse(r.output).ranks.at(5), 3) << r.output;
+}
+
+TEST_F(RnnDpFt, ReplacementKilledBeforeItCommits) {
+  SKIP_WITHOUT_WORD_LISTS();
+  // Rank 0 straggles twice, so that each replacement is up before the end.
+  RunResult r =
+      ft_run("killnew", "2:0:3:backward:KILL,2:1:*:loaded:KILL,0:0:4:commit:SLEEP2500,0:0:7:commit:SLEEP2500");
+  expect_transactional("killnew", r);
+  EXPECT_NE(r.output.find("ft-fault: slot 2 raising SIGKILL"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("slot 2 (incarnation 2) joined at step"), std::string::npos)
+      << "a second replacement joined\n" << r.output;
+  EXPECT_EQ(parse(r.output).ranks.at(kSteps - 1), 4) << r.output;
+}
+
+TEST_F(RnnDpFt, BelowMinimumRanksFailsNamingTheMissingRank) {
+  SKIP_WITHOUT_WORD_LISTS();
+  RunResult r = rnn_dp_test::run_command(
+      std::string(EMBER_RUN_BINARY) + " --ft --ft-timeout 3 --ft-min-ranks 4 --ft-quorum-timeout 1 --max-restarts 0 "
+      "--nproc-per-node 4 " + RNN_DP_BINARY + " --ddp --ft " + files("short") + " " + kDet +
+      " --ft-fault 1:0:3:forward:KILL");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("below the minimum of 4; missing rank slot(s) 1"), std::string::npos) << r.output;
+}
+
+TEST_F(RnnDpFt, StoreLossEndsTheJobInsteadOfHanging) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const fs::path log = dir_ / "storeloss.log";
+  rnn_dp_test::Child run = rnn_dp_test::spawn(
+      {EMBER_RUN_BINARY, "--ft", "--nproc-per-node", "2", RNN_DP_BINARY, "--ddp", "--ft", "--ft-trace", "--dict-dir",
+       rnn_dp_test::kDictDir, "--checkpoint-dir", (dir_ / "storeloss").string(), "--limit", "64", "--batch-size", "48",
+       "--epochs", "1000", "--shards", "8", "--workers", "0", "--threads", "1", "--progress", "none"},
+      {}, log);
+  ASSERT_GT(run.pid, 0);
+  ASSERT_TRUE(rnn_dp_test::wait_for(log, std::regex("ft-trace step=3 "), std::chrono::seconds(120)))
+      << rnn_dp_test::read_file(log);
+  std::vector<int> pids;
+  const std::string text = rnn_dp_test::read_file(log);
+  static const std::regex pid_line(R"(incarnation 0, pid (\d+)\))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pid_line); it != std::sregex_iterator(); ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  ASSERT_EQ(pids.size(), 2u) << text;
+  ::kill(run.pid, SIGKILL);  // ember-run and the store it hosts
+  ::waitpid(run.pid, nullptr, 0);
+  const auto deadline = rnn_dp_test::Clock::now() + std::chrono::seconds(15);
+  for (int pid : pids) {
+    while (::kill(pid, 0) == 0 && rnn_dp_test::Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_NE(::kill(pid, 0), 0) << "rank pid " << pid << " outlived the store";
+  }
+}
+
+TEST_F(RnnDpFt, BadOptionsAreRefused) {
+  for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
+           {"--ft", "--ft applies only with --ddp"},
+           {"--ddp --ft --zero", "--ft: --zero, --uneven, --amp, --augment and --resume are not supported"},
+           {"--ft-trace", "apply only with --ft"}}) {
+    RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(text), std::string::npos) << args << "\n" << r.output;
+  }
+  RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " --ddp --ft --limit 64 --dict-dir " +
+                                         rnn_dp_test::kDictDir);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("ember-run --ft"), std::string::npos) << r.output;
+}
+
+}  // namespace

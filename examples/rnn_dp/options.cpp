@@ -97,9 +97,9 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
              "others redo the step without it, and its replacement takes the state from a live rank "
              "(docs/FAULT_TOLERANCE.md)")
       ->disable_flag_override();
-  a.add_flag("--ft-trace", o.ft_trace,
-             "--ft: each rank prints \"ft-trace step=S slot=R ranks=N hash=H\" after every committed step (H: "
-             "FNV-1a of its parameters)")
+  a.add_flag("--trace-steps", o.trace_steps,
+             "--ddp: each rank prints \"step-trace step=S slot=R ranks=N hash=H t_ms=T\" after every committed "
+             "step (H: FNV-1a of its parameters, T: wall-clock ms)")
       ->disable_flag_override();
   a.add_option("--ft-fault", o.ft_fault,
                "--ft, for tests: SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] makes that rank raise SIGNAL on itself "
@@ -146,6 +146,7 @@ Options parse_options(int argc, const char* const* argv) {
   auto app = command_line(o);
   o.help = !ember::cli::parse(*app, argc, argv);
   if (o.help) return o;
+  EMBER_CHECK_T(ValueError, o.ddp || !o.trace_steps, "--trace-steps applies only with --ddp");
   if (o.ddp) {
     EMBER_CHECK_T(ValueError, o.devices.empty() && !o.single_device,
                   "--ddp: each rank trains on one device of its own (cuda:LOCAL_RANK, else cpu:0); drop --devices "
@@ -176,7 +177,7 @@ Options parse_options(int argc, const char* const* argv) {
     EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--ft: --batch-size ", o.batch_size,
                   " must be a multiple of --shards ", o.shards, " (the ranks of each quorum share the shards)");
   } else {
-    EMBER_CHECK_T(ValueError, !o.ft_trace && o.ft_fault.empty(), "--ft-trace and --ft-fault apply only with --ft");
+    EMBER_CHECK_T(ValueError, o.ft_fault.empty(), "--ft-fault applies only with --ft");
   }
   if (o.deterministic) {
     EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--deterministic: --batch-size ", o.batch_size,

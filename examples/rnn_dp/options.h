@@ -41,7 +41,7 @@ struct Options {
   bool deterministic = false;   // the same bits at any world size (Note [Shard steps] in train.cpp)
   int64_t shards = 8;           // --deterministic: virtual shards per global batch
   bool ft = false;              // --ddp under ember-run --ft: outlive a dead rank (Note [FT mode] in train_ft.cpp)
-  bool ft_trace = false;        // --ft: every rank prints its parameters' hash after every commit
+  bool trace_steps = false;     // --ddp: every rank prints its parameters' hash after every step
   std::string ft_fault;         // --ft: test-only fault injection (Note [FT mode])
   std::string amp;              // --amp: "bf16" | "fp16" (autocast; fp16 adds a GradScaler); empty: float32
   std::string metrics_path = "runs/rnn_dp/metrics.jsonl";

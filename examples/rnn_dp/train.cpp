@@ -149,6 +149,23 @@ ember::Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>
   return ember::from_vector(keep, {static_cast<int64_t>(positions.size()), width});
 }
 
+std::string parameter_hash(const ember::nn::Module& m) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const auto& item : m.named_parameters()) {
+    const ember::Tensor t = item.value().contiguous();
+    const auto* p = static_cast<const unsigned char*>(t.raw_data());
+    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace detail
 
 namespace {
@@ -738,6 +755,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
           loss_sum += loss.item() * static_cast<double>(b);
         }
         optimizer.step();
+        if (o.trace_steps) {
+          std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%lld\n", static_cast<long long>(step),
+                       job.rank, job.world, detail::parameter_hash(*model).c_str(),
+                       static_cast<long long>(detail::wall_ms()));
+          std::fflush(out);
+        }
         seen += b;
         bar.update(seen, loss_sum / static_cast<double>(seen));
         ++step;

@@ -36,6 +36,7 @@
 #include "autograd/ops.h"
 #include "core/cpu_affinity.h"
 #include "core/deterministic.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/thread_pool.h"
@@ -57,11 +58,6 @@ namespace {
 using ember::Tensor;
 using ember_examples::say;
 namespace ft = ember::parallel::ft;
-
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 struct Fault {
   int slot = -1;
@@ -107,19 +103,6 @@ std::vector<Fault> parse_faults(const std::string& spec) {
   return out;
 }
 
-// FNV-1a over every parameter's bytes, in name order.
-std::string parameter_hash(const ember::nn::Module& m) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& item : m.named_parameters()) {
-    const Tensor t = item.value().contiguous();
-    const auto* p = static_cast<const unsigned char*>(t.raw_data());
-    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 std::string to_hex(const std::vector<uint8_t>& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string s;
@@ -139,6 +122,7 @@ std::vector<uint8_t> from_hex(const std::string& s) {
 }  // namespace
 
 std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
+  const int64_t started_ms = detail::wall_ms();
   EMBER_CHECK_T(ember::ValueError, ft::enabled_by_environment(),
                 "--ft: run the ranks under `ember-run --ft --nproc-per-node N ...` (EMBER_FT is not set)");
   ft::ManagerOptions mo = ft::options_from_environment();
@@ -153,14 +137,13 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
       }
       std::fprintf(out, "ft-fault: slot %d raising SIG%s at step %lld (%s) at %lld ms\n", slot,
                    f.signo == SIGKILL ? "KILL" : "STOP", static_cast<long long>(step), point.c_str(),
-                   static_cast<long long>(wall_ms()));
+                   static_cast<long long>(detail::wall_ms()));
       std::fflush(out);
       ::raise(f.signo);
     }
   };
 
-  const char* lw = std::getenv("LOCAL_WORLD_SIZE");
-  const int local_world = lw ? std::max(1, std::atoi(lw)) : 1;
+  const int local_world = static_cast<int>(ember::env::integer("LOCAL_WORLD_SIZE", 1, 1 << 24).value_or(1));
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads =
       o.threads > 0 ? o.threads : std::max(1, std::min(ember::available_cpu_count(), cores / local_world));
@@ -222,9 +205,10 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   ddpo.deterministic = o.deterministic;
   ddpo.num_shards = o.shards;
   ft::Manager manager(mo);
-  std::fprintf(out, "rnn_dp: --ft: rank slot %d (incarnation %lld, pid %d) of at most %d, %lld steps of %lld words "
-               "in %lld shards, ft timeout %lld ms\n",
-               slot, static_cast<long long>(mo.incarnation), static_cast<int>(::getpid()), mo.max_replicas,
+  std::fprintf(out, "rnn_dp: --ft: rank slot %d (incarnation %lld, pid %d, started at %lld ms) of at most %d, %lld "
+               "steps of %lld words in %lld shards, ft timeout %lld ms\n",
+               slot, static_cast<long long>(mo.incarnation), static_cast<int>(::getpid()),
+               static_cast<long long>(started_ms), mo.max_replicas,
                static_cast<long long>(total), static_cast<long long>(o.batch_size), static_cast<long long>(o.shards),
                static_cast<long long>(mo.timeout_ms));
   std::fflush(out);
@@ -292,9 +276,9 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
     if (!manager.should_commit()) continue;
     adam.step();
     loss_sum += step_loss;
-    if (o.ft_trace) {
-      std::fprintf(out, "ft-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%lld\n", static_cast<long long>(step), slot,
-                   manager.num_participants(), parameter_hash(*model).c_str(), static_cast<long long>(wall_ms()));
+    if (o.trace_steps) {
+      std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%lld\n", static_cast<long long>(step), slot,
+                   manager.num_participants(), detail::parameter_hash(*model).c_str(), static_cast<long long>(detail::wall_ms()));
       std::fflush(out);
     }
     if ((step + 1) % steps_per_epoch == 0 && manager.rank() == 0) {

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "parallel/distributed/prefix_store.h"
 #include "parallel/distributed/tcp_store.h"
@@ -49,17 +51,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int64_t env_int(const char* name, std::optional<int64_t> fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') {
-    EMBER_CHECK_T(ValueError, fallback.has_value(), "ft: ", name,
-                  " is not set (run the job under `ember-run --ft`, which sets it)");
-    return *fallback;
-  }
-  char* end = nullptr;
-  const long long x = std::strtoll(v, &end, 10);
-  EMBER_CHECK_T(ValueError, *end == '\0', "ft: ", name, " must be an integer, got '", v, "'");
-  return x;
+// A required integer of the launcher's environment (RANK, WORLD_SIZE, MASTER_PORT, ...).
+int64_t required(const char* name, int64_t lo, int64_t hi) {
+  const std::optional<int64_t> v = env::integer(name, lo, hi);
+  EMBER_CHECK_T(ValueError, v.has_value(), "ft: ", name, " is not set (run the job under `ember-run --ft`, which sets it)");
+  return *v;
 }
 
 std::string slots_text(const std::vector<int>& slots) {
@@ -70,28 +66,26 @@ std::string slots_text(const std::vector<int>& slots) {
 
 }  // namespace
 
-bool enabled_by_environment() {
-  const char* v = std::getenv(kEnvEnabled);
-  return v != nullptr && std::string(v) == "1";
-}
+bool enabled_by_environment() { return env::flag(kEnvEnabled, false); }
 
 ManagerOptions options_from_environment() {
   ManagerOptions o;
-  o.replica_id = static_cast<int>(env_int("RANK", std::nullopt));
-  o.max_replicas = static_cast<int>(env_int("WORLD_SIZE", std::nullopt));
-  o.incarnation = env_int(kEnvIncarnation, 0);
-  o.timeout_ms = env_int(kEnvTimeoutMs, o.timeout_ms);
-  o.min_replicas = static_cast<int>(env_int(kEnvMinRanks, 1));
-  o.quorum_timeout_ms = env_int(kEnvQuorumTimeoutMs, o.quorum_timeout_ms);
-  const char* addr = std::getenv("MASTER_ADDR");
-  EMBER_CHECK_T(ValueError, addr != nullptr && *addr, "ft: MASTER_ADDR is not set (run under `ember-run --ft`)");
-  const int64_t port = env_int("MASTER_PORT", std::nullopt);
-  EMBER_CHECK_T(ValueError, port > 0 && port < 65536, "ft: MASTER_PORT must be a port number, got ", port);
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  o.max_replicas = static_cast<int>(required("WORLD_SIZE", 1, kMaxInt));
+  o.replica_id = static_cast<int>(required("RANK", 0, o.max_replicas - 1));
+  o.incarnation = env::integer(kEnvIncarnation, 0, std::numeric_limits<int64_t>::max()).value_or(0);
+  o.timeout_ms = env::integer(kEnvTimeoutMs, 1, std::numeric_limits<int64_t>::max()).value_or(o.timeout_ms);
+  o.min_replicas = static_cast<int>(env::integer(kEnvMinRanks, 1, o.max_replicas).value_or(1));
+  o.quorum_timeout_ms =
+      env::integer(kEnvQuorumTimeoutMs, 1, std::numeric_limits<int64_t>::max()).value_or(o.quorum_timeout_ms);
+  const std::optional<std::string> addr = env::get("MASTER_ADDR");
+  EMBER_CHECK_T(ValueError, addr.has_value(), "ft: MASTER_ADDR is not set (run under `ember-run --ft`)");
+  const int64_t port = required("MASTER_PORT", 1, 65535);
   TCPStoreOptions so;
   so.timeout_ms = std::max<int64_t>(o.timeout_ms, 5'000);
   so.wait_for_workers = false;
-  o.store = std::make_shared<TCPStore>(addr, static_cast<uint16_t>(port), so);
-  o.monitor_store = std::make_shared<TCPStore>(addr, static_cast<uint16_t>(port), so);
+  o.store = std::make_shared<TCPStore>(*addr, static_cast<uint16_t>(port), so);
+  o.monitor_store = std::make_shared<TCPStore>(*addr, static_cast<uint16_t>(port), so);
   return o;
 }
 

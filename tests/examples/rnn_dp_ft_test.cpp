@@ -36,7 +36,7 @@ struct Trace {
 
 Trace parse(const std::string& output) {
   Trace t;
-  static const std::regex line(R"(ft-trace step=(\d+) slot=(\d+) ranks=(\d+) hash=([0-9a-f]+))");
+  static const std::regex line(R"(step-trace step=(\d+) slot=(\d+) ranks=(\d+) hash=([0-9a-f]+))");
   for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
     const int64_t step = std::stoll((*it)[1]);
     t.hashes[step].insert((*it)[4]);
@@ -60,7 +60,7 @@ class RnnDpFt : public rnn_dp_test::RunDirTest {
   }
   RunResult ft_run(const std::string& name, const std::string& faults, const std::string& launcher = "") {
     return rnn_dp_test::run_command(std::string(EMBER_RUN_BINARY) + " --ft --ft-timeout 3 --max-restarts 2 " +
-                                    launcher + " --nproc-per-node 4 " + RNN_DP_BINARY + " --ddp --ft --ft-trace " +
+                                    launcher + " --nproc-per-node 4 " + RNN_DP_BINARY + " --ddp --ft --trace-steps " +
                                     files(name) + " " + kDet + (faults.empty() ? "" : " --ft-fault " + faults));
   }
   // The checks every run gets (see the file comment).
@@ -148,16 +148,16 @@ TEST_F(RnnDpFt, StoreLossEndsTheJobInsteadOfHanging) {
   SKIP_WITHOUT_WORD_LISTS();
   const fs::path log = dir_ / "storeloss.log";
   rnn_dp_test::Child run = rnn_dp_test::spawn(
-      {EMBER_RUN_BINARY, "--ft", "--nproc-per-node", "2", RNN_DP_BINARY, "--ddp", "--ft", "--ft-trace", "--dict-dir",
+      {EMBER_RUN_BINARY, "--ft", "--nproc-per-node", "2", RNN_DP_BINARY, "--ddp", "--ft", "--trace-steps", "--dict-dir",
        rnn_dp_test::kDictDir, "--checkpoint-dir", (dir_ / "storeloss").string(), "--limit", "64", "--batch-size", "48",
        "--epochs", "1000", "--shards", "8", "--workers", "0", "--threads", "1", "--progress", "none"},
       {}, log);
   ASSERT_GT(run.pid, 0);
-  ASSERT_TRUE(rnn_dp_test::wait_for(log, std::regex("ft-trace step=3 "), std::chrono::seconds(120)))
+  ASSERT_TRUE(rnn_dp_test::wait_for(log, std::regex("step-trace step=3 "), std::chrono::seconds(120)))
       << rnn_dp_test::read_file(log);
   std::vector<int> pids;
   const std::string text = rnn_dp_test::read_file(log);
-  static const std::regex pid_line(R"(incarnation 0, pid (\d+)\))");
+  static const std::regex pid_line(R"(incarnation 0, pid (\d+),)");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), pid_line); it != std::sregex_iterator(); ++it)
     pids.push_back(std::stoi((*it)[1]));
   ASSERT_EQ(pids.size(), 2u) << text;
@@ -175,7 +175,7 @@ TEST_F(RnnDpFt, BadOptionsAreRefused) {
   for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
            {"--ft", "--ft applies only with --ddp"},
            {"--ddp --ft --zero", "--ft: --zero, --uneven, --amp, --augment and --resume are not supported"},
-           {"--ft-trace", "apply only with --ft"}}) {
+           {"--trace-steps", "--trace-steps applies only with --ddp"}}) {
     RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
     EXPECT_NE(r.output.find(text), std::string::npos) << args << "\n" << r.output;

@@ -81,11 +81,35 @@ TEST(LaunchOptions, MistakesAreUsageErrorsThatSayWhat) {
   EXPECT_TRUE(parse({"--help"}).help);
 }
 
+TEST(LaunchOptions, FaultToleranceFlags) {
+  auto o = parse({"--ft", "--ft-timeout", "2.5", "--ft-min-ranks=3", "--ft_quorum_timeout", "7", "--nproc-per-node",
+                  "4", "prog"});
+  EXPECT_TRUE(o.ft);
+  EXPECT_EQ(o.ft_timeout_ms, 2500);
+  EXPECT_EQ(o.ft_min_ranks, 3);
+  EXPECT_EQ(o.ft_quorum_timeout_ms, 7000);
+  const LaunchOptions d = parse({"prog"});
+  EXPECT_FALSE(d.ft);
+  EXPECT_EQ(d.ft_timeout_ms, 10'000);
+  auto message = [](std::vector<std::string> args) {
+    try {
+      parse(std::move(args));
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({"--ft-timeout", "2", "p"}).find("need --ft"), std::string::npos);
+  EXPECT_NE(message({"--ft", "--ft-min-ranks", "3", "--nproc-per-node", "2", "p"}).find("more than the 2 ranks"),
+            std::string::npos);
+  EXPECT_NE(message({"--ft", "--ft-timeout", "soon", "p"}).find("--ft-timeout"), std::string::npos);
+}
+
 TEST(LaunchOptions, UsageListsEveryFlag) {
   const std::string usage = usage_text();
   for (const char* flag : {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
                            "--local-addr", "--max-restarts", "--log-dir", "--monitor-interval-ms", "--stop-timeout-ms",
-                           "--cpu-bind", "program"})
+                           "--cpu-bind", "--ft", "--ft-timeout", "--ft-min-ranks", "--ft-quorum-timeout", "program"})
     EXPECT_NE(usage.find(flag), std::string::npos) << flag << " missing from:\n" << usage;
 }
 

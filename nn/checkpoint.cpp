@@ -6,9 +6,10 @@
 #include <system_error>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/generator.h"
 #include "core/serialization.h"
-#include "nn/detail/json.h"
 
 namespace ember::nn {
 
@@ -50,8 +51,6 @@ bool starts_with(const std::string& s, const std::string& p) { return s.compare(
 // state. Only then does it change the module, the optimizer and the generator, in steps that
 // cannot fail on validated input. Every error is a ValueError naming the file and the key.
 
-constexpr double kMaxExactIndex = 9007199254740992.0;  // 2^53: every integer below is exact in a double
-
 /// A non-negative decimal integer (digits only) from metadata or a tensor name; ValueError naming `key`.
 int64_t parse_count(const std::string& text, const std::string& key, const std::string& path) {
   int64_t v = -1;
@@ -84,13 +83,7 @@ void save_checkpoint(const std::string& path, const Module& module, const optim:
       const auto& group = sd.param_groups[g];
       const std::string prefix = "optim." + std::to_string(g) + ".";
       meta[prefix + "options"] = group.options;
-      std::string params = "[";
-      for (size_t i = 0; i < group.params.size(); ++i) {
-        if (i) params += ",";
-        params += std::to_string(group.params[i]);
-      }
-      params += "]";
-      meta[prefix + "params"] = params;
+      meta[prefix + "params"] = nlohmann::json(group.params).dump();
       for (int64_t idx : group.params) {
         auto it = sd.state.find(idx);
         if (it == sd.state.end()) continue;
@@ -137,13 +130,19 @@ void load_checkpoint(const std::string& path, Module& module, optim::Optimizer* 
       optim::OptimizerStateDict::Group group;
       group.options = meta_at(meta, prefix + "options", path);
       const std::string key = prefix + "params";
-      auto params = detail::parse_json(meta_at(meta, key, path), path + " " + key);
-      for (double v : params.as_numbers(key)) {
-        // Exact integers only: 1e300 or NaN cast to int64 is undefined behaviour.
-        EMBER_CHECK_T(ValueError, std::isfinite(v) && v >= 0 && v <= kMaxExactIndex && std::floor(v) == v,
-                      "load_checkpoint: ", path, ": metadata \"", key, "\" must list parameter indices (integers >= 0), got ",
-                      v);
-        group.params.push_back(static_cast<int64_t>(v));
+      nlohmann::json params;
+      try {
+        params = nlohmann::json::parse(meta_at(meta, key, path));
+      } catch (const nlohmann::json::parse_error& e) {
+        EMBER_THROW(ValueError, "load_checkpoint: ", path, ": metadata \"", key, "\" is not JSON (", e.what(), ")");
+      }
+      EMBER_CHECK_T(ValueError, params.is_array(), "load_checkpoint: ", path, ": metadata \"", key,
+                    "\" must list parameter indices, got ", params.dump());
+      for (const auto& v : params) {
+        // JSON integers only: a float such as 1e300 has no exact int64.
+        EMBER_CHECK_T(ValueError, v.is_number_integer() && v.get<int64_t>() >= 0, "load_checkpoint: ", path,
+                      ": metadata \"", key, "\" must list parameter indices (integers >= 0), got ", v.dump());
+        group.params.push_back(v.get<int64_t>());
       }
       EMBER_CHECK_T(ValueError, group.params.size() == groups[static_cast<size_t>(g)].params().size(),
                     "load_checkpoint: ", path, ": optimizer group ", g, " has ", group.params.size(),

@@ -3,33 +3,30 @@
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "nn/detail/json.h"
+#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
 
-using nn::detail::JsonObjectWriter;
+using detail::JsonWriter;
 
 std::string AdagradOptions::to_json() const {
-  return JsonObjectWriter()
-      .add("lr", lr_)
-      .add("lr_decay", lr_decay_)
-      .add("weight_decay", weight_decay_)
-      .add("initial_accumulator_value", initial_accumulator_value_)
-      .add("eps", eps_)
-      .add("maximize", maximize_)
-      .str();
+  return JsonWriter{{"lr", lr_},
+                    {"lr_decay", lr_decay_},
+                    {"weight_decay", weight_decay_},
+                    {"initial_accumulator_value", initial_accumulator_value_},
+                    {"eps", eps_},
+                    {"maximize", maximize_}}
+      .dump();
 }
 
 void AdagradOptions::from_json(const std::string& json) {
-  const std::string what = "Adagrad options";
-  const auto v = nn::detail::parse_json(json, what);
-  lr_ = v.at("lr", what, json).as_number("Adagrad lr");
-  lr_decay_ = v.at("lr_decay", what, json).as_number("Adagrad lr_decay");
-  weight_decay_ = v.at("weight_decay", what, json).as_number("Adagrad weight_decay");
-  initial_accumulator_value_ =
-      v.at("initial_accumulator_value", what, json).as_number("Adagrad initial_accumulator_value");
-  eps_ = v.at("eps", what, json).as_number("Adagrad eps");
-  if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("Adagrad maximize");
+  const detail::JsonFields f(json, "Adagrad", "options");
+  lr_ = f.number("lr");
+  lr_decay_ = f.number("lr_decay");
+  weight_decay_ = f.number("weight_decay");
+  initial_accumulator_value_ = f.number("initial_accumulator_value");
+  eps_ = f.number("eps");
+  if (f.has("maximize")) maximize_ = f.boolean("maximize");
 }
 
 void AdagradOptions::validate() const {

@@ -8,34 +8,32 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
-#include "nn/detail/json.h"
+#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
 
-using nn::detail::JsonObjectWriter;
+using detail::JsonWriter;
 
 std::string AdamOptions::to_json() const {
-  return JsonObjectWriter()
-      .add("lr", lr_)
-      .add("betas", std::vector<double>{betas_.first, betas_.second})
-      .add("eps", eps_)
-      .add("weight_decay", weight_decay_)
-      .add("amsgrad", amsgrad_)
-      .add("maximize", maximize_)
-      .str();
+  return JsonWriter{{"lr", lr_},
+                    {"betas", std::vector<double>{betas_.first, betas_.second}},
+                    {"eps", eps_},
+                    {"weight_decay", weight_decay_},
+                    {"amsgrad", amsgrad_},
+                    {"maximize", maximize_}}
+      .dump();
 }
 
 void AdamOptions::from_json(const std::string& json) {
-  const std::string what = "Adam options";
-  const auto v = nn::detail::parse_json(json, what);
-  lr_ = v.at("lr", what, json).as_number("Adam lr");
-  auto b = v.at("betas", what, json).as_numbers("Adam betas");
+  const detail::JsonFields f(json, "Adam", "options");
+  lr_ = f.number("lr");
+  auto b = f.numbers("betas");
   EMBER_CHECK_T(ValueError, b.size() == 2, "Adam options: betas must have 2 values, got ", b.size());
   betas_ = {b[0], b[1]};
-  eps_ = v.at("eps", what, json).as_number("Adam eps");
-  weight_decay_ = v.at("weight_decay", what, json).as_number("Adam weight_decay");
-  amsgrad_ = v.at("amsgrad", what, json).as_bool("Adam amsgrad");
-  if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("Adam maximize");
+  eps_ = f.number("eps");
+  weight_decay_ = f.number("weight_decay");
+  amsgrad_ = f.boolean("amsgrad");
+  if (f.has("maximize")) maximize_ = f.boolean("maximize");
 }
 
 void AdamOptions::validate() const {

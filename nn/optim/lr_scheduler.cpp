@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "nn/detail/json.h"
+#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
 
@@ -40,21 +40,19 @@ void LRScheduler::step() {
 }
 
 std::string LRScheduler::state_json() const {
-  return nn::detail::JsonObjectWriter()
-      .add("last_epoch", last_epoch_)
-      .add("step_count", step_count_)
-      .add("base_lrs", base_lrs_)
-      .add("last_lr", last_lr_)
-      .str();
+  return detail::JsonWriter{{"last_epoch", last_epoch_},
+                            {"step_count", step_count_},
+                            {"base_lrs", base_lrs_},
+                            {"last_lr", last_lr_}}
+      .dump();
 }
 
 void LRScheduler::load_state_json(const std::string& json) {
-  const std::string what = "LRScheduler state";
-  const auto v = nn::detail::parse_json(json, what);
-  int64_t last_epoch = v.at("last_epoch", what).as_int("LRScheduler last_epoch");
-  int64_t step_count = v.at("step_count", what).as_int("LRScheduler step_count");
-  auto base = v.at("base_lrs", what).as_numbers("LRScheduler base_lrs");
-  auto last = v.at("last_lr", what).as_numbers("LRScheduler last_lr");
+  const detail::JsonFields f(json, "LRScheduler", "state", /*quote_text=*/false);
+  int64_t last_epoch = f.integer("last_epoch");
+  int64_t step_count = f.integer("step_count");
+  auto base = f.numbers("base_lrs");
+  auto last = f.numbers("last_lr");
   EMBER_CHECK_T(ValueError, base.size() == base_lrs_.size() && last.size() == base_lrs_.size(),
                 "LRScheduler state: saved for ", base.size(), " param groups, this scheduler has ", base_lrs_.size());
   last_epoch_ = last_epoch;

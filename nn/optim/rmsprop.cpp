@@ -3,34 +3,32 @@
 #include "autograd/grad_mode.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "nn/detail/json.h"
+#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
 
-using nn::detail::JsonObjectWriter;
+using detail::JsonWriter;
 
 std::string RMSpropOptions::to_json() const {
-  return JsonObjectWriter()
-      .add("lr", lr_)
-      .add("alpha", alpha_)
-      .add("eps", eps_)
-      .add("weight_decay", weight_decay_)
-      .add("momentum", momentum_)
-      .add("centered", centered_)
-      .add("maximize", maximize_)
-      .str();
+  return JsonWriter{{"lr", lr_},
+                    {"alpha", alpha_},
+                    {"eps", eps_},
+                    {"weight_decay", weight_decay_},
+                    {"momentum", momentum_},
+                    {"centered", centered_},
+                    {"maximize", maximize_}}
+      .dump();
 }
 
 void RMSpropOptions::from_json(const std::string& json) {
-  const std::string what = "RMSprop options";
-  const auto v = nn::detail::parse_json(json, what);
-  lr_ = v.at("lr", what, json).as_number("RMSprop lr");
-  alpha_ = v.at("alpha", what, json).as_number("RMSprop alpha");
-  eps_ = v.at("eps", what, json).as_number("RMSprop eps");
-  weight_decay_ = v.at("weight_decay", what, json).as_number("RMSprop weight_decay");
-  momentum_ = v.at("momentum", what, json).as_number("RMSprop momentum");
-  centered_ = v.at("centered", what, json).as_bool("RMSprop centered");
-  if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("RMSprop maximize");
+  const detail::JsonFields f(json, "RMSprop", "options");
+  lr_ = f.number("lr");
+  alpha_ = f.number("alpha");
+  eps_ = f.number("eps");
+  weight_decay_ = f.number("weight_decay");
+  momentum_ = f.number("momentum");
+  centered_ = f.boolean("centered");
+  if (f.has("maximize")) maximize_ = f.boolean("maximize");
 }
 
 void RMSpropOptions::validate() const {

@@ -6,32 +6,30 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
-#include "nn/detail/json.h"
+#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
 
-using nn::detail::JsonObjectWriter;
+using detail::JsonWriter;
 
 std::string SGDOptions::to_json() const {
-  return JsonObjectWriter()
-      .add("lr", lr_)
-      .add("momentum", momentum_)
-      .add("dampening", dampening_)
-      .add("weight_decay", weight_decay_)
-      .add("nesterov", nesterov_)
-      .add("maximize", maximize_)
-      .str();
+  return JsonWriter{{"lr", lr_},
+                    {"momentum", momentum_},
+                    {"dampening", dampening_},
+                    {"weight_decay", weight_decay_},
+                    {"nesterov", nesterov_},
+                    {"maximize", maximize_}}
+      .dump();
 }
 
 void SGDOptions::from_json(const std::string& json) {
-  const std::string what = "SGD options";
-  const auto v = nn::detail::parse_json(json, what);
-  lr_ = v.at("lr", what, json).as_number("SGD lr");
-  momentum_ = v.at("momentum", what, json).as_number("SGD momentum");
-  dampening_ = v.at("dampening", what, json).as_number("SGD dampening");
-  weight_decay_ = v.at("weight_decay", what, json).as_number("SGD weight_decay");
-  nesterov_ = v.at("nesterov", what, json).as_bool("SGD nesterov");
-  if (const auto* m = v.find("maximize")) maximize_ = m->as_bool("SGD maximize");
+  const detail::JsonFields f(json, "SGD", "options");
+  lr_ = f.number("lr");
+  momentum_ = f.number("momentum");
+  dampening_ = f.number("dampening");
+  weight_decay_ = f.number("weight_decay");
+  nesterov_ = f.boolean("nesterov");
+  if (f.has("maximize")) maximize_ = f.boolean("maximize");
 }
 
 void SGDOptions::validate() const {

@@ -6,8 +6,9 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "autograd/ops.h"
-#include "nn/detail/json.h"
 #include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "nn/optim/adagrad.h"
@@ -171,10 +172,10 @@ TEST(Optimizer, StateDictIsKeyedByParameterIndexLikePyTorch) {
   std::vector<std::string> keys;
   for (auto& [k, v] : sd.state.at(0)) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"exp_avg", "exp_avg_sq", "step"}));
-  auto json = nn::detail::parse_json(sd.param_groups[0].options, "test");
-  EXPECT_EQ(json.find("lr")->as_number("lr"), 0.01);
-  EXPECT_EQ(json.find("betas")->as_numbers("betas"), (std::vector<double>{0.9, 0.999}));
-  EXPECT_FALSE(json.find("amsgrad")->as_bool("amsgrad"));
+  const auto json = nlohmann::json::parse(sd.param_groups[0].options);
+  EXPECT_EQ(json.at("lr").get<double>(), 0.01);
+  EXPECT_EQ(json.at("betas").get<std::vector<double>>(), (std::vector<double>{0.9, 0.999}));
+  EXPECT_FALSE(json.at("amsgrad").get<bool>());
 }
 
 TEST(Optimizer, LoadStateDictContinuesBitExactly) {

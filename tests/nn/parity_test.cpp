@@ -16,8 +16,9 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include <nlohmann/json.hpp>
+
 #include "core/serialization.h"
-#include "nn/detail/json.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
 #include "nn/linear.h"
@@ -69,9 +70,10 @@ class Parity : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
-  Case& add(const std::string& name, const std::string& kind, detail::JsonObjectWriter options = {}) {
-    options.add("name", name).add("kind", kind);
-    cases_.push_back({name, options.str(), {}, {}});
+  Case& add(const std::string& name, const std::string& kind, nlohmann::json options = nlohmann::json::object()) {
+    options["name"] = name;
+    options["kind"] = kind;
+    cases_.push_back({name, options.dump(), {}, {}});
     return cases_.back();
   }
 
@@ -150,7 +152,7 @@ TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
   {  // Embedding with padding_idx, repeated indices
     EmbeddingImpl emb(10, 6, 0);
     Tensor idx = i64({0, 3, 3, 9, 0, 1, 2, 3, 5, 5, 0, 7}, {3, 4});
-    Case& c = add("embedding", "embedding", detail::JsonObjectWriter().add("padding_idx", int64_t{0}));
+    Case& c = add("embedding", "embedding", {{"padding_idx", 0}});
     c.inputs = {{"w", emb.weight}, {"idx", idx}};
     Tensor y = emb.forward(idx);
     record_backward(c, y, f32({3, 4, 6}, 3), {{"grad_w", emb.weight}});
@@ -178,10 +180,9 @@ TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
     Tensor x = leaf(f32(e.sizes, ++seed));
     Tensor t = i64(e.target, e.target_sizes);
     Tensor w = e.weight ? native::add(native::abs(f32({5}, ++seed)), 0.1) : Tensor();
-    Case& c = add(e.name, "cross_entropy", detail::JsonObjectWriter()
-                                               .add("ignore_index", e.ignore_index)
-                                               .add("label_smoothing", e.ls)
-                                               .add("reduction", std::string(F::reduction_name(e.r))));
+    Case& c = add(e.name, "cross_entropy", {{"ignore_index", e.ignore_index},
+                                                {"label_smoothing", e.ls},
+                                                {"reduction", F::reduction_name(e.r)}});
     c.inputs = {{"x", x}, {"target", t}};
     if (w.defined()) c.inputs.emplace_back("weight", w);
     Tensor loss = F::cross_entropy(x, t, {.weight = w, .ignore_index = e.ignore_index, .reduction = e.r,
@@ -193,9 +194,7 @@ TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
     Tensor t = i64({3, 0, 1, 1, 2}, {5});
     Tensor w = native::add(native::abs(f32({4}, ++seed)), 0.1);
     std::string name = std::string("nll_") + F::reduction_name(r);
-    Case& c = add(name, "nll_loss", detail::JsonObjectWriter()
-                                        .add("ignore_index", int64_t{1})
-                                        .add("reduction", std::string(F::reduction_name(r))));
+    Case& c = add(name, "nll_loss", {{"ignore_index", 1}, {"reduction", F::reduction_name(r)}});
     c.inputs = {{"x", x}, {"target", t}, {"weight", w}};
     Tensor loss = F::nll_loss(x, t, {.weight = w, .ignore_index = 1, .reduction = r});
     record_backward(c, loss, f32(loss.sizes(), ++seed), {{"grad_x", x}}, "loss");
@@ -203,7 +202,7 @@ TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
   for (Reduction r : {Reduction::Mean, Reduction::Sum}) {
     Tensor x = leaf(f32({3, 4}, ++seed)), t = leaf(f32({3, 4}, ++seed));
     std::string name = std::string("mse_") + F::reduction_name(r);
-    Case& c = add(name, "mse_loss", detail::JsonObjectWriter().add("reduction", std::string(F::reduction_name(r))));
+    Case& c = add(name, "mse_loss", {{"reduction", F::reduction_name(r)}});
     c.inputs = {{"x", x}, {"target", t}};
     Tensor loss = F::mse_loss(x, t, r);
     record_backward(c, loss, f32({}, ++seed), {{"grad_x", x}, {"grad_target", t}}, "loss");
@@ -220,7 +219,7 @@ TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
   {
     Tensor x = leaf(f32({3, 2, 6}, ++seed)), w = leaf(f32({6}, ++seed)), b = leaf(f32({6}, ++seed));
     Case& c = add("layer_norm", "layer_norm",
-                  detail::JsonObjectWriter().add("normalized_shape", std::vector<int64_t>{6}).add("eps", 1e-5));
+                  {{"normalized_shape", {6}}, {"eps", 1e-5}});
     c.inputs = {{"x", x}, {"w", w}, {"b", b}};
     record_backward(c, F::layer_norm(x, {6}, w, b, 1e-5), f32({3, 2, 6}, ++seed),
                     {{"grad_x", x}, {"grad_w", w}, {"grad_b", b}});
@@ -228,10 +227,9 @@ TEST_F(Parity, LayersLossesAndOptimizersAgreeWithPyTorch) {
   auto add_optimizer = [&](const std::string& name, optim::Optimizer& opt, Tensor& p, const Tensor& p0, int steps,
                            const std::string& options_json, std::vector<std::string> state_keys) {
     Case& c = add(name, "optimizer",
-                  detail::JsonObjectWriter()
-                      .add("optimizer", std::string(opt.type_name()))
-                      .add("steps", int64_t{steps})
-                      .add_raw("options", options_json));
+                  {{"optimizer", opt.type_name()},
+                   {"steps", steps},
+                   {"options", nlohmann::json::parse(options_json)}});
     c.inputs.emplace_back("p", p0);
     for (int k = 0; k < steps; ++k) {
       Tensor g = f32(p.sizes(), 300 + static_cast<uint64_t>(k));

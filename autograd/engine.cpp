@@ -19,6 +19,7 @@
 #include "core/ops/native.h"
 #include "core/error_code.h"
 #include "core/stream.h"
+#include "core/profiler.h"
 #include "core/thread_device.h"
 
 // Note [Engine threads]
@@ -137,6 +138,7 @@ class Workers {
     t_is_worker = true;
     t_worker_device = device_idx;
     const Device device(static_cast<DeviceType>(device_idx / kMaxDevicesPerType), device_idx % kMaxDevicesPerType);
+    profiler::set_thread_name("autograd " + device.str());
     try {
       set_thread_device(device);
     } catch (const std::exception&) {
@@ -289,6 +291,7 @@ void run_task(NodeTask&& t) {
       }
       TensorList outputs;
       if (task->run_accumulate || !dynamic_cast<AccumulateGrad*>(&node)) {
+        EMBER_PROFILE_SCOPE_DYNAMIC(node.name(), kAutograd);
         outputs = node.apply(std::move(inputs));
         if (AnomalyMode::is_enabled()) check_anomaly(node, outputs);
       }

@@ -63,6 +63,7 @@
 #include "core/ops/random.h"
 #include "core/stream.h"
 #include "core/deterministic.h"
+#include "core/profiler.h"
 #include "core/thread_pool.h"
 #include "nn/embedding.h"
 #include "nn/functional.h"
@@ -343,6 +344,30 @@ int run_on_gpu(Device device, const std::vector<int64_t>& lengths, const std::st
   return 0;
 }
 
+// The same step with ember::profiler recording (every op, autograd node and optimizer update a
+// span) against it off, one thread, taking turns so that a loaded host slows both alike:
+// profiler_on_step_ratio is median(on) / median(off).
+void print_profiler_lines(Model& model, int steps) {
+  set_num_threads(1);
+  for (int i = 0; i < kWarmup; ++i) model.step();
+  std::vector<double> off_ms, on_ms;
+  size_t spans = 0;
+  for (int i = 0; i < steps; ++i) {
+    auto t0 = Clock::now();
+    model.step();
+    off_ms.push_back(ms_since(t0));
+    profiler::start();
+    t0 = Clock::now();
+    model.step();
+    on_ms.push_back(ms_since(t0));
+    profiler::stop();
+    spans = profiler::events().size();
+  }
+  std::printf("lstm_train_step_ms_1t_profiler_on %.3f ms\n", median(on_ms));
+  std::printf("profiler_spans_per_step %zu spans\n", spans);
+  std::printf("profiler_on_step_ratio %.3f ratio\n", median(on_ms) / median(off_ms));
+}
+
 int main(int argc, char** argv) {
   ember::bench::start("ember-bench-lstm");
   signal(SIGPIPE, SIG_IGN);
@@ -465,5 +490,6 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   print_gemm_lines(step_ms_1t, lengths);
+  print_profiler_lines(model, steps);
   return 0;
 }

@@ -16,8 +16,8 @@ install(TARGETS ${_ember_targets} ember EXPORT emberTargets
 # nn/, data/, parallel/ and collide with a project's own folders; they go under include/ember/
 # instead, so a consumer writes #include <ember/nn/rnn.h>. The installed copies must then name
 # each other as "ember/core/tensor.h": the install step rewrites the project-internal quoted
-# includes (#include "core/..." for core, autograd, nn, data, parallel, tensorboard) in the copies it
-# installs, and leaves the sources alone. Rewriting the sources instead would touch every file
+# includes (#include "core/..." for core, autograd, nn, data, parallel, tensorboard, profiler)
+# in the copies it installs, and leaves the sources alone. Rewriting the sources instead would touch every file
 # of the tree at once while many people edit it, and would make every in-tree include longer
 # for the sake of the installed layout only. A header that includes a private dependency
 # (Boost, nlohmann_json, MPI, NCCL: Note [Private dependencies]) is an implementation detail

@@ -1,5 +1,5 @@
 # Install-time step of Note [Installed headers] (cmake/EmberInstall.cmake): copies the public
-# headers of core, autograd, nn, data, parallel and tensorboard, ember/ember.h and the generated
+# headers of core, autograd, nn, data, parallel, tensorboard and profiler, ember/ember.h and the generated
 # core/config.h to EMBER_HEADERS_DESTINATION/ember/, with their project-internal includes
 # ("core/x.h") rewritten to "ember/core/x.h". Headers that include a private dependency are
 # left out, and so are those that include them. Inputs (set by the caller): EMBER_HEADERS_SOURCE_DIR, EMBER_HEADERS_CONFIG_H,
@@ -9,7 +9,7 @@
 # reference's input (scripts/api_docs.sh).
 cmake_policy(PUSH)
 cmake_policy(VERSION 3.25)  # script mode and install(CODE) start without policies (IN_LIST)
-set(_folders core autograd nn data parallel tensorboard)
+set(_folders core autograd nn data parallel tensorboard profiler)
 set(_globs "")
 foreach(_f IN LISTS _folders)
   list(APPEND _globs "${EMBER_HEADERS_SOURCE_DIR}/${_f}/*.h")

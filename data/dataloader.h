@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/error.h"
 #include "core/generator.h"
 #include "data/batch_codec.h"
@@ -112,6 +113,7 @@ class DataLoader {
 
     /// The next batch, or std::nullopt at the end of the epoch.
     std::optional<Batch> next() {
+      EMBER_PROFILE_SCOPE("DataLoader.next", kDataLoader);
       std::optional<Batch> b = next_unpinned();
       if (b && loader_.pin_) return detail::pin_batch(*b);
       return b;

@@ -2,7 +2,7 @@
 // core (tensors, devices, allocator, generator, serialization), autograd (differentiable ops,
 // engine, custom functions), nn (modules, layers, RNNs over packed sequences, losses,
 // optimizers), data (datasets, samplers, DataLoader), parallel (DataParallel, process
-// groups, DistributedDataParallel) and tensorboard (SummaryWriter).
+// groups, DistributedDataParallel), tensorboard (SummaryWriter) and profiler (Chrome traces).
 #pragma once
 
 #include "core/allocator.h"
@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"
+#include "core/profiler.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
@@ -69,4 +70,5 @@
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/found_inf_sync.h"
 
+#include "profiler/distributed_trace.h"
 #include "tensorboard/summary_writer.h"

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/tensor.h"
 #include "nn/module.h"
 
@@ -41,6 +42,7 @@ template <class M, class... Args>
 auto parallel_apply(const std::vector<std::shared_ptr<M>>& replicas, const std::vector<std::tuple<Args...>>& inputs,
                     std::vector<Device> devices = {}) {
   using R = std::remove_cvref_t<decltype(std::declval<M&>().forward(std::declval<Args&>()...))>;
+  EMBER_PROFILE_SCOPE("DataParallel.parallel_apply", kDataParallel);
   EMBER_CHECK_T(ValueError, replicas.size() == inputs.size(), "parallel_apply: got ", replicas.size(),
                 " replicas and ", inputs.size(), " input lists; expected one input list per replica");
   if (devices.empty()) {

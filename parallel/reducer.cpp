@@ -4,6 +4,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "core/profiler.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 
@@ -330,8 +331,10 @@ void Reducer::launch_ready_buckets_locked() {
                                         nullptr};
     }
     b.done_ns->store(0);
-    b.result.work->add_callback([done = b.done_ns](Work&) {
+    b.result.work->add_callback([done = b.done_ns, span = profiler::AsyncSpan("DDP.bucket_all_reduce", next_bucket_,
+                                                                              b.numel * element_size(params_[b.params[0]].dtype()))](Work&) {
       done->store(std::chrono::steady_clock::now().time_since_epoch().count());
+      span.finish();
     });
     b.launched = true;
     ++next_bucket_;
@@ -371,6 +374,7 @@ void Reducer::finalize_locked() {
     Bucket& b = buckets_[index];
     const auto wait_start = std::chrono::steady_clock::now();
     try {
+      EMBER_PROFILE_SCOPE("DDP.bucket_wait", kCommWait);
       b.result.work->wait(options_.timeout_ms);
     } catch (const TimeoutError& e) {
       expect_backward_ = false;

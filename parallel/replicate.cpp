@@ -3,6 +3,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/profiler.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ops/native.h"
@@ -200,6 +201,7 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, const std::vector<Device>& devices,
                                                    const ReplicateOptions& options) {
+  EMBER_PROFILE_SCOPE("DataParallel.replicate", kDataParallel);
   EMBER_CHECK_T(ValueError, !devices.empty(), "replicate: expected at least one device, got an empty list");
   const bool grad = autograd::GradMode::is_enabled();
   // Note [Replica parameters] with Note [Shared parameters] (nn/module.cpp): the node's inputs

@@ -3,6 +3,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/profiler.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "core/ops/factory.h"
@@ -38,6 +39,7 @@ struct ChunkMeta {
 
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices, int64_t dim,
                             const std::optional<IntList>& chunk_sizes) {
+  EMBER_PROFILE_SCOPE("DataParallel.scatter", kDataParallel);
   EMBER_CHECK_T(ValueError, input.defined(), "scatter: the input tensor is undefined");
   EMBER_CHECK_T(IndexError, input.dim() > 0, "scatter: cannot scatter a 0-dimensional tensor");
   int64_t d = wrap_dim(dim, input.dim(), "scatter");
@@ -87,6 +89,7 @@ std::vector<std::vector<Tensor>> scatter(const std::vector<Tensor>& inputs, cons
 }
 
 Tensor gather(const std::vector<Tensor>& outputs, Device device, int64_t dim) {
+  EMBER_PROFILE_SCOPE("DataParallel.gather", kDataParallel);
   EMBER_CHECK_T(ValueError, !outputs.empty(), "gather: expected the outputs of at least one replica");
   size_t scalars = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {

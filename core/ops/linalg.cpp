@@ -2,6 +2,7 @@
 // CUDA). Transposed operands are passed to BLAS as transposes rather than copied.
 #include "core/ops/linalg_stubs.h"
 
+#include "core/profiler.h"
 #include "core/ops/detail/plan.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -53,6 +54,7 @@ void naive_gemm(int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, 
 
 // c[m,n] = alpha * a[m,k] @ b[k,n] + beta * c, c row-major with unit column stride.
 void gemm_into(Tensor& c, const Tensor& a, const Tensor& b, double beta, double alpha) {
+  EMBER_PROFILE_SCOPE("gemm", kOp);
   int64_t m = a.sizes()[0], k = a.sizes()[1], n = b.sizes()[1];
   if (m == 0 || n == 0) return;
   if (k == 0) {

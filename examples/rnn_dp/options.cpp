@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "examples/common/cli.h"
+#include "examples/common/observe.h"
 
 namespace rnn_dp {
 
@@ -131,6 +132,7 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
       ->check(one_of({"auto", "tty", "lines", "none"}))
       ->default_str("auto")
       ->type_name("MODE");
+  ember_examples::add_observe_flags(a, o.observe);
   return app;
 }
 

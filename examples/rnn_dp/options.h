@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "examples/common/observe.h"
 #include "examples/common/progress.h"
 
 namespace rnn_dp {
@@ -48,6 +49,7 @@ struct Options {
   std::string checkpoint_dir = "runs/rnn_dp/checkpoints";
   std::string dict_dir = "/usr/share/dict";
   ProgressMode progress = ProgressMode::Auto;
+  ember_examples::ObserveFlags observe;  // --tensorboard, --profile, --profile-steps
   bool help = false;
 };
 

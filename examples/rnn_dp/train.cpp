@@ -672,6 +672,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         optimizer.scaler().is_enabled() ? ", GradScaler (initial scale 65536)" : "");
   }
 
+  ember_examples::TrainingObserver observer(o.observe, job.group, device0, "rnn_dp");
   std::vector<EpochResult> results;
   int64_t step = resumed.step;
   bool stopped = o.max_steps > 0 && step >= o.max_steps;  // --max-steps reached
@@ -699,6 +700,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     const auto t0 = Clock::now();
     auto train_pass = [&] {
       for (auto& [padded, lengths, labels] : loader) {
+        observer.before_step(step + 1);
+        const double loss_before = loss_sum;
         optimizer.zero_grad();
         // Where this batch's samples sit in the epoch's order (global positions; Note [Shard steps]).
         const uint64_t batch_start = start_samples + static_cast<uint64_t>(epoch_steps * o.batch_size);
@@ -765,6 +768,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         bar.update(seen, loss_sum / static_cast<double>(seen));
         ++step;
         ++epoch_steps;
+        observer.after_step(step, (loss_sum - loss_before) / static_cast<double>(b),
+                            static_cast<int64_t>(b) * job.world, o.lr, model->parameters());
         stopped = o.max_steps > 0 && step >= o.max_steps;
         if (stopped || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)) {
           // Every rank is at the same step (equal shards): the sums and --zero's consolidation are
@@ -829,6 +834,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     job.barrier();  // every rank goes on only once the checkpoint is on disk
     say(info, "epoch=%d loss=%.4f test_acc=%.4f epoch_s=%.2f samples_per_s=%.0f\n", r.epoch, r.loss, r.test_acc,
         r.epoch_s, r.samples_per_s);
+    observer.epoch_end(step, {{"loss", r.loss}, {"test_accuracy", r.test_acc}, {"samples_per_s", r.samples_per_s}});
     results.push_back(r);
   }
   if (start_epoch > o.epochs) {

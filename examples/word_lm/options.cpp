@@ -73,6 +73,7 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
       ->check(ember::cli::one_of({"auto", "tty", "lines", "none"}))
       ->default_str("auto")
       ->type_name("MODE");
+  ember_examples::add_observe_flags(a, o.observe);
   return app;
 }
 

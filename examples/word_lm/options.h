@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "examples/common/observe.h"
 #include "examples/common/progress.h"
 #include "examples/word_lm/bible_data.h"
 
@@ -39,6 +40,7 @@ struct Options {
   std::string metrics_path = "runs/word_lm/metrics.jsonl";
   std::string checkpoint_dir = "runs/word_lm/checkpoints";
   ProgressMode progress = ProgressMode::Auto;
+  ember_examples::ObserveFlags observe;  // --tensorboard, --profile, --profile-steps
   bool help = false;
 };
 

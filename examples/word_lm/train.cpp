@@ -24,6 +24,7 @@
 #include "core/serialization.h"
 #include "core/thread_pool.h"
 #include "examples/common/distributed_job.h"
+#include "examples/common/observe.h"
 #include "examples/common/progress.h"
 #include "examples/word_lm/bible_data.h"
 #include "examples/word_lm/corpus.h"
@@ -288,7 +289,7 @@ double TruncatedBptt::step(const Tensor& source, int64_t chunk) {
   hidden_ = next;
   const Tensor loss = ember::nn::F::cross_entropy(logits, targets);
   loss.backward();
-  ember::nn::utils::clip_grad_norm_(parameters_, clip_);
+  grad_norm_ = ember::nn::utils::clip_grad_norm_(parameters_, clip_);
   optimizer_.step();
   const double value = loss.item();
   if (tally_ == LossTally::kItem) {
@@ -445,6 +446,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   const size_t epoch_tokens = static_cast<size_t>((train_data.size(0) - 1) * o.batch_size);
   int64_t step = state.step;
   bool stopped = false;
+  ember_examples::TrainingObserver observer(o.observe, job.group, ember::Device::cpu(), "word_lm", "tokens_per_s");
   for (int epoch = state.epochs_done + 1; epoch <= o.epochs && !stopped; ++epoch) {
     ember::manual_seed(ember_examples::epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
     optimizer.param_groups()[0].options().set_lr(state.lr);
@@ -479,6 +481,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       const std::vector<Tensor> params = model->parameters();
       for (int64_t c = resumed_epoch ? state.chunks_done : 0; c < chunks && !stopped; ++c) {
         const int64_t i = c * o.bptt, len = std::min(o.bptt, train_data.size(0) - 1 - i);
+        observer.before_step(step + 1);
+        const double sum_before = shard_loss_sum, count_before = shard_losses;
         optimizer.zero_grad();
         for (int64_t j = 0; j < held; ++j) {
           const bool last = j + 1 == held;
@@ -508,10 +512,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
           }
           shard_losses += 1.0;
         }
-        ember::nn::utils::clip_grad_norm_(params, o.clip);
+        const double grad_norm = ember::nn::utils::clip_grad_norm_(params, o.clip);
         optimizer.step();
         ++step;
         seen += static_cast<size_t>(len * o.batch_size);
+        observer.after_step(step, (shard_loss_sum - sum_before) / (shard_losses - count_before), len * o.batch_size,
+                            state.lr, params, grad_norm);
         bar.update(seen, shard_loss_sum / shard_losses);
         if (o.max_steps > 0 && step >= o.max_steps) {
           // Every shard's state on rank 0 (Note [word_lm shards]): each rank fills its columns of
@@ -569,9 +575,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
       }
     } else {
       for (int64_t c = 0; c < chunks; ++c) {
-        loop.step(train_data, c);
+        observer.before_step(step + 1);
+        const double chunk_loss = loop.step(train_data, c);
         ++step;
-        seen += static_cast<size_t>(std::min(o.bptt, train_data.size(0) - 1 - c * o.bptt) * o.batch_size);
+        const int64_t rows = std::min(o.bptt, train_data.size(0) - 1 - c * o.bptt);
+        seen += static_cast<size_t>(rows * o.batch_size);
+        observer.after_step(step, chunk_loss, rows * o.batch_size, state.lr, model->parameters(), loop.last_grad_norm());
         bar.update(seen, loop.total_loss() / static_cast<double>(c + 1));
       }
     }
@@ -619,6 +628,12 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         "epoch_s=%.2f tokens_per_s=%.0f%s\n",
         epoch, r.lr, r.train_loss, std::exp(r.train_loss), r.val_loss, std::exp(r.val_loss), r.test_loss,
         std::exp(r.test_loss), r.epoch_s, r.tokens_per_s, best ? "" : " (no improvement: lr / 4)");
+    observer.epoch_end(step, {{"train_loss", r.train_loss},
+                              {"train_perplexity", std::exp(r.train_loss)},
+                              {"val_perplexity", std::exp(r.val_loss)},
+                              {"test_perplexity", std::exp(r.test_loss)},
+                              {"lr", r.lr},
+                              {"tokens_per_s", r.tokens_per_s}});
     results.push_back(r);
   }
   if (state.epochs_done >= o.epochs && results.empty()) {

@@ -51,6 +51,8 @@ class TruncatedBptt {
   double step(const ember::Tensor& source, int64_t chunk);
   /// The sum of the chunk losses since construction or reset(hidden).
   double total_loss() const;
+  /// The gradients' total norm before clipping, at the last step.
+  double last_grad_norm() const { return grad_norm_; }
   /// A new epoch: the state to start from, and the loss sum back to zero.
   void reset(RNNModel::State hidden);
 
@@ -63,6 +65,7 @@ class TruncatedBptt {
   LossTally tally_;
   RNNModel::State hidden_;
   double total_ = 0.0;
+  double grad_norm_ = 0.0;
   ember::Tensor history_total_;  // kKeepHistory only
 };
 

@@ -13,7 +13,7 @@ mkdir -p "$copy/scripts" "$copy/cmake"
 cp "$src/scripts/api_docs.sh" "$copy/scripts/"
 cp "$src/Doxyfile" "$copy/"
 cp "$src/cmake/EmberInstallHeaders.cmake" "$copy/cmake/"
-(cd "$src" && find core autograd nn data parallel tensorboard ember -name '*.h' -print0 | xargs -0 cp --parents -t "$copy")
+(cd "$src" && find core autograd nn data parallel tensorboard profiler ember -name '*.h' -print0 | xargs -0 cp --parents -t "$copy")
 
 "$copy/scripts/api_docs.sh" "$work/good" >"$work/good.out" 2>&1 || { cat "$work/good.out"; fail "the public headers have Doxygen warnings"; }
 list=$work/good/public_headers.txt

@@ -3,8 +3,10 @@
 // fill them. Thread-safe: slots are atomics written once under a once-flag.
 #pragma once
 #include <atomic>
+#include <utility>
 
 #include "core/device.h"
+#include "core/profiler.h"
 
 namespace ember::native::detail {
 
@@ -33,19 +35,32 @@ class DispatchStub<Ret(Args...)> {
  public:
   using Fn = Ret (*)(Args...);
 
+  /// A kernel about to be called: the call is one profiler span named after the op (Note
+  /// [Profiler cost]); converts to the plain pointer for a caller that keeps it.
+  struct Call {
+    Fn fn;
+    const char* op;
+    template <typename... A>
+    Ret operator()(A&&... args) const {
+      EMBER_PROFILE_SCOPE(op, kOp);
+      return fn(std::forward<A>(args)...);
+    }
+    operator Fn() const { return fn; }  // NOLINT: implicit, as the pointer it wraps
+  };
+
   DispatchStub() = default;
   DispatchStub(const DispatchStub&) = delete;
   DispatchStub& operator=(const DispatchStub&) = delete;
 
   /// The kernel for `device`; throws DeviceError naming `op` when this build has none.
-  Fn kernel(Device device, const char* op) const {
+  Call kernel(Device device, const char* op) const {
     Fn f = slot(device.type).load(std::memory_order_acquire);
     if (f != nullptr) [[likely]]
-      return f;
+      return Call{f, op};
     ensure_kernels_registered(device.type);
     f = slot(device.type).load(std::memory_order_acquire);
     if (f == nullptr) throw_no_kernel(op, device);
-    return f;
+    return Call{f, op};
   }
   /// Whether `type` has a kernel (registering the device's kernels first).
   bool has_kernel(DeviceType type) const {

@@ -3,7 +3,8 @@
 // (temporary file in the same directory, fsync, rename); the reader validates every header field
 // against the file size before it touches tensor data. All functions are thread-safe as long as
 // no two threads write the same path at once (each save uses its own temporary file).
-// See Note [Safetensors validation] in serialization.cpp for the rules the reader enforces.
+// See Note [Safetensors validation] in core/detail/safetensors_header.cpp for the rules the reader
+// enforces.
 #pragma once
 #include <cstdint>
 #include <map>

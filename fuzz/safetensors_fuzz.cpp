@@ -1,4 +1,5 @@
-// Fuzz target: the safetensors reader (core/serialization.cpp, Note [Safetensors validation]).
+// Fuzz target: the safetensors reader (core/serialization.cpp; Note [Safetensors validation] in
+// core/detail/safetensors_header.cpp).
 // Each input is a whole file. Loading must either return tensors that exactly cover the byte
 // buffer or throw an ember::Error; any other exception, a crash or a sanitizer report is a
 // finding. Seeds: fuzz/corpus/safetensors (fuzz/make_seeds.cpp).

@@ -15,15 +15,15 @@
 // the layer's per-step shape) through PackedRhs under each kernel this CPU runs against
 // OpenBLAS on the same operands. EMBER_CPU_ISA=avx2 (and OPENBLAS_CORETYPE=Haswell) show what
 // an AVX2-only machine gets.
-// deterministic_lstm_step_ms_1t: the same step, one thread, as a job of the deterministic mode
-// (Note [World-size invariance] in parallel/deterministic_reducer.cpp) that 2 ranks could run:
-// use_deterministic_algorithms(true), the batch as 2 shards of 32, each its own forward and
-// backward, summed exactly by a group-less DeterministicReducer; its steps alternate with the
-// default step's (lstm_train_step_ms_1t_alternating), and
-// deterministic_lstm_step_vs_default_ratio_1t is the median over the pairs of neighbouring steps
-// of their wall-time ratio (goal <= 1.15); ..._cpu_ratio_1t the same in process CPU time, which
-// a loaded host disturbs less. EMBER_BENCH_LSTM_DET_SHARDS sets the shards
-// (default 2; it must divide 64; 1 leaves only the exact sum's cost).
+// deterministic_lstm_step_ms_1t: the same step, one thread, in the deterministic mode (Note
+// [World-size invariance] in parallel/deterministic_reducer.cpp): use_deterministic_algorithms
+// (true) (its GEMM path, Note [Deterministic GEMM]) and the batch as one shard summed exactly by
+// a group-less DeterministicReducer; its steps alternate with the default step's
+// (lstm_train_step_ms_1t_alternating), and deterministic_lstm_step_vs_default_ratio_1t is the
+// median over the pairs of neighbouring steps of their wall-time ratio (goal <= 1.15);
+// ..._cpu_ratio_1t the same in process CPU time, which a loaded host disturbs less. The same
+// lines with _2shards: the batch as 2 shards of 32, each its own forward and backward, as a job
+// that 2 ranks could run (what cutting the batch costs comes on top).
 // `--device cuda:N` times the same step on that GPU instead (gpu_lstm_train_step_ms), its GEMM
 // GFLOP/s (gpu_lstm_train_gflops) against cuBLAS sgemms of the same shapes in the same run
 // (cublas_sgemm_gflops, gpu_lstm_vs_cublas_flops_ratio), and, where the Python's torch has CUDA,
@@ -435,59 +435,60 @@ int main(int argc, char** argv) {
   {
     // The deterministic mode against the default step, alternating, one thread.
     set_num_threads(1);
-    int64_t kShards = 2;
-    if (const char* e = std::getenv("EMBER_BENCH_LSTM_DET_SHARDS")) kShards = std::max<int64_t>(1, std::atoi(e));
-    Model det(lengths);
-    std::vector<std::string> names;
-    for (size_t i = 0; i < det.model.parameters().size(); ++i) {
-      char name[32];
-      std::snprintf(name, sizeof name, "parameter %zu", i);
-      names.emplace_back(name);
-    }
-    parallel::DeterministicReducer reducer(det.model.parameters(), names, nullptr,
-                                           parallel::DeterministicReducerOptions{.num_shards = kShards});
-    std::vector<double> default_ms, det_ms, ratios, cpu_ratios;
-    const auto cpu_ms = [] {
-      timespec ts{};
-      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-      return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
-    };
-    for (int i = 0; i < kWarmup + steps; ++i) {
-      double d = 0, e = 0, dc = 0, ec = 0;
-      auto plain = [&] {
-        const double c0 = cpu_ms();
-        const auto t0 = Clock::now();
-        model.step();
-        d = ms_since(t0);
-        dc = cpu_ms() - c0;
-      };
-      auto deterministic = [&] {
-        use_deterministic_algorithms(true);
-        const double c0 = cpu_ms();
-        const auto t0 = Clock::now();
-        det.deterministic_step(reducer, kShards);
-        e = ms_since(t0);
-        ec = cpu_ms() - c0;
-        use_deterministic_algorithms(false);
-      };
-      if (i % 2 == 0) {  // each goes first in every other step
-        plain();
-        deterministic();
-      } else {
-        deterministic();
-        plain();
+    for (const int64_t kShards : {int64_t{1}, int64_t{2}}) {
+      const std::string suffix = kShards == 1 ? "" : "_" + std::to_string(kShards) + "shards";
+      Model det(lengths);
+      std::vector<std::string> names;
+      for (size_t i = 0; i < det.model.parameters().size(); ++i) {
+        char name[32];
+        std::snprintf(name, sizeof name, "parameter %zu", i);
+        names.emplace_back(name);
       }
-      if (i < kWarmup) continue;
-      default_ms.push_back(d);
-      det_ms.push_back(e);
-      ratios.push_back(e / d);
-      cpu_ratios.push_back(ec / dc);
+      parallel::DeterministicReducer reducer(det.model.parameters(), names, nullptr,
+                                             parallel::DeterministicReducerOptions{.num_shards = kShards});
+      std::vector<double> default_ms, det_ms, ratios, cpu_ratios;
+      const auto cpu_ms = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+      };
+      for (int i = 0; i < kWarmup + steps; ++i) {
+        double d = 0, e = 0, dc = 0, ec = 0;
+        auto plain = [&] {
+          const double c0 = cpu_ms();
+          const auto t0 = Clock::now();
+          model.step();
+          d = ms_since(t0);
+          dc = cpu_ms() - c0;
+        };
+        auto deterministic = [&] {
+          use_deterministic_algorithms(true);
+          const double c0 = cpu_ms();
+          const auto t0 = Clock::now();
+          det.deterministic_step(reducer, kShards);
+          e = ms_since(t0);
+          ec = cpu_ms() - c0;
+          use_deterministic_algorithms(false);
+        };
+        if (i % 2 == 0) {  // each goes first in every other step
+          plain();
+          deterministic();
+        } else {
+          deterministic();
+          plain();
+        }
+        if (i < kWarmup) continue;
+        default_ms.push_back(d);
+        det_ms.push_back(e);
+        ratios.push_back(e / d);
+        cpu_ratios.push_back(ec / dc);
+      }
+      std::printf("lstm_train_step_ms_1t_alternating%s %.3f ms\n", suffix.c_str(), median(default_ms));
+      std::printf("deterministic_lstm_step_ms_1t%s %.3f ms\n", suffix.c_str(), median(det_ms));
+      std::printf("deterministic_lstm_step_vs_default_ratio_1t%s %.3f ratio\n", suffix.c_str(), median(ratios));
+      std::printf("deterministic_lstm_step_vs_default_cpu_ratio_1t%s %.3f ratio\n", suffix.c_str(), median(cpu_ratios));
+      std::fflush(stdout);
     }
-    std::printf("lstm_train_step_ms_1t_alternating %.3f ms\n", median(default_ms));
-    std::printf("deterministic_lstm_step_ms_1t %.3f ms\n", median(det_ms));
-    std::printf("deterministic_lstm_step_vs_default_ratio_1t %.3f ratio\n", median(ratios));
-    std::printf("deterministic_lstm_step_vs_default_cpu_ratio_1t %.3f ratio\n", median(cpu_ratios));
-    std::fflush(stdout);
   }
   print_gemm_lines(step_ms_1t, lengths);
   print_profiler_lines(model, steps);

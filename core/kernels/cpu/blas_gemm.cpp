@@ -22,7 +22,7 @@
 namespace ember::kernels::cpu {
 
 namespace {
-constexpr int64_t kTileRows = 256, kTileCols = 512;
+constexpr int64_t kTileRows = 1024, kTileCols = 2048;
 
 void gemm_call(DType dtype, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, double alpha,
                const void* a, int64_t lda, const void* b, int64_t ldb, double beta, void* c, int64_t ldc) {

@@ -88,6 +88,8 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor var(const Tensor& a, const IntList& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor norm(const Tensor& a);  // 2-norm over all elements
 Tensor sum_to_size(const Tensor& a, const IntList& sizes);
+/// The running sum along dim (torch.cumsum); integers and bool sum into int64.
+Tensor cumsum(const Tensor& a, int64_t dim);
 
 // ---- linear algebra ----------------------------------------------------------------------------
 Tensor mm(const Tensor& a, const Tensor& b);

@@ -11,6 +11,14 @@ namespace ember::kernels {
 constexpr int kMaxDims = 16;
 constexpr int kMaxOperands = 4;
 
+/// The lines of a contiguous tensor viewed as [outer, n, inner] along its middle dimension (the
+/// softmax and scan dims): line l (of outer * inner) is elements base(l) + j * inner, j < n.
+struct LineGeometry {
+  int64_t inner = 1;  // stride between a line's elements
+  int64_t n = 1;      // line length
+  EMBER_HOST_DEVICE int64_t base(int64_t line) const { return (line / inner) * n * inner + line % inner; }
+};
+
 struct ElementwisePlan {
   int ndim = 0;
   int num_operands = 0;

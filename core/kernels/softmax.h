@@ -9,15 +9,10 @@
 #include <cstdint>
 #include <math.h>
 
+#include "core/kernels/loops.h"
 #include "core/macros.h"
 
 namespace ember::kernels {
-
-struct LineGeometry {
-  int64_t inner = 1;  // stride between a line's elements
-  int64_t n = 1;      // line length (the softmax dim)
-  EMBER_HOST_DEVICE int64_t base(int64_t line) const { return (line / inner) * n * inner + line % inner; }
-};
 
 EMBER_HOST_DEVICE inline double softmax_exp(double x) { return ::exp(x); }
 EMBER_HOST_DEVICE inline double softmax_log(double x) { return ::log(x); }

@@ -164,6 +164,11 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
 Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
 Tensor one_hot(const Tensor& index, int64_t num_classes);
 
+// ---- scans --------------------------------------------------------------------------------------
+/// The running sum along dim (reverse: from the end, the gradient of the forward one). Floating
+/// inputs keep their dtype (float32/64); integers and bool sum into int64; TypeError otherwise.
+Tensor cumsum(const Tensor& a, int64_t dim, bool reverse = false);
+
 // ---- softmax ----------------------------------------------------------------------------------
 Tensor softmax(const Tensor& a, int64_t dim);
 Tensor log_softmax(const Tensor& a, int64_t dim);

@@ -3,6 +3,7 @@
 
 #include "core/kernels/cpu/blas_gemm.h"
 #include "core/kernels/cpu/class_loss.h"
+#include "core/kernels/cpu/cumsum.h"
 #include "core/kernels/cpu/elementwise.h"
 #include "core/kernels/cpu/embedding.h"
 #include "core/kernels/cpu/gather_rows.h"
@@ -15,6 +16,7 @@
 #include "core/kernels/cpu/rnn_layer.h"
 #include "core/kernels/cpu/softmax.h"
 #include "core/ops/class_loss_stubs.h"
+#include "core/ops/cumsum_stubs.h"
 #include "core/ops/elementwise_stubs.h"
 #include "core/ops/index_stubs.h"
 #include "core/ops/linalg_stubs.h"
@@ -58,6 +60,7 @@ void register_cpu_kernels() {
   native::rnn_layer_forward_stub.set(kCpu, &rnn_layer_forward);
   native::rnn_layer_backward_stub.set(kCpu, &rnn_layer_backward);
   native::gemm_stub.set(kCpu, &blas_gemm);
+  native::cumsum_stub.set(kCpu, &cumsum);
 }
 
 }  // namespace ember::kernels::cpu

@@ -85,6 +85,10 @@ void rnn_cell_f32(kernels::RnnMode kind, bool backward, const kernels::CellStep<
 void rnn_cell_f64(kernels::RnnMode kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                   int device_index);
 
+// cumsum.cu: the kernel of cumsum_stub (core/ops/cumsum_stubs.h).
+void cumsum(DType dtype, int64_t outer, int64_t n, int64_t inner, bool reverse, const void* in, void* out,
+            int device_index);
+
 // cudnn_rnn.cpp (built with cuDNN only): the kernel of cudnn_rnn_backend_stub.
 const native::detail::CudnnRnnBackend* cudnn_rnn_backend();
 

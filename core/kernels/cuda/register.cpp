@@ -9,6 +9,7 @@
 #include "core/ops/detail/cudnn_rnn_plan.h"
 #include "core/ops/class_loss_stubs.h"
 #include "core/ops/copy_stubs.h"
+#include "core/ops/cumsum_stubs.h"
 #include "core/ops/elementwise_stubs.h"
 #include "core/ops/index_stubs.h"
 #include "core/ops/linalg_stubs.h"
@@ -53,6 +54,7 @@ void register_cuda_kernels() {
   native::rnn_layer_forward_stub.set(kCuda, &ember::cuda::rnn_layer_forward);
   native::rnn_layer_backward_stub.set(kCuda, &ember::cuda::rnn_layer_backward);
   native::gemm_stub.set(kCuda, &ember::cuda::gemm);
+  native::cumsum_stub.set(kCuda, &ember::cuda::cumsum);
 #if EMBER_HAVE_CUDNN
   native::detail::cudnn_rnn_backend_stub.set(kCuda, &ember::cuda::cudnn_rnn_backend);
 #endif

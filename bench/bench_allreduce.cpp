@@ -1,6 +1,6 @@
 // ember-bench-allreduce: all_reduce bus bandwidth with 2 ranks on loopback, float32 tensors of
 // 4 KiB .. 64 MiB (powers of 4), for the tcp backend (two forked processes, a FileStore for
-// rendezvous) and the mpi backend (this program re-launched under mpirun -np 2), plus the
+// rendezvous, each bound to its own CPU as mpirun binds its ranks) and the mpi backend (this program re-launched under mpirun -np 2), plus the
 // machine's single-thread copy rate as the limit. One `name value unit` line per figure:
 //   memcpy_256mib_gbps              bytes copied per second by one memcpy of 256 MiB (GB/s)
 //   tcp_loopback_64mib_bidir_gbps   two processes each sending 64 MiB to the other at once over
@@ -61,6 +61,7 @@
 
 #include "bench/harness.h"
 #include "core/config.h"
+#include "core/cpu_affinity.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "parallel/distributed/file_store.h"
@@ -270,6 +271,8 @@ int run_tcp(const ProcessGroupTCPOptions& base, const std::string& name, size_t 
     if (pid == 0) {
       int code = 0;
       try {
+        // Each rank on its own CPU, as mpirun places the mpi ranks (--bind-to core).
+        if (const std::vector<int> cpus = cpu_block(allowed_cpus(), rank, 2); !cpus.empty()) bind_process_to_cpus(cpus);
         auto store = std::make_shared<FileStore>(path, 2, 60'000);
         ProcessGroupTCPOptions o = base;
         o.host = "127.0.0.1";

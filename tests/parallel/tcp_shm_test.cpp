@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -75,6 +76,29 @@ TEST_P(TcpShmWorldSize, TinySegmentsRunManyRoundsWithTheSameResults) {
       }
     }
   });
+}
+
+TEST_P(TcpShmWorldSize, SizesAroundTheOneRoundThresholdInAnyOrderHaveClosedFormResults) {
+  // Up to 64 KiB (and half the data area) an all_reduce takes the one-round path of Note [Small
+  // shared-memory all_reduce], in alternating halves of the area; above, the chunked rounds over
+  // the whole area. Both sides of both limits, and back to back in both orders, so a round of
+  // either kind follows one of the other kind.
+  for (size_t shm_bytes : {size_t{4096}, size_t{4} << 20}) {
+    ProcessGroupTCPOptions o = shm_options();
+    o.shm_bytes = shm_bytes;
+    const int64_t limit_bytes = static_cast<int64_t>(std::min<size_t>(shm_bytes / 2, 64 << 10));
+    Groups groups = make_groups(GetParam(), o);
+    on_ranks(groups, [limit_bytes](ProcessGroupTCP& pg) {
+      for (DType dtype : test::kDTypes) {
+        const int64_t limit = limit_bytes / static_cast<int64_t>(element_size(dtype));
+        for (ReduceOp op : test::kOps) {
+          for (int64_t numel : {limit, limit + 1, limit - 1, limit + 1, limit, int64_t{1}, 3 * limit, limit})
+            EXPECT_EQ(test::check_all_reduce(pg, dtype, numel, op), "");
+        }
+        EXPECT_EQ(test::check_all_reduce_many(pg, dtype), "");
+      }
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, TcpShmWorldSize, ::testing::Values(2, 3, 4),

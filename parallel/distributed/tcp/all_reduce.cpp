@@ -57,9 +57,20 @@
 // on futexes, in slices that also check the peer's connection: a dead peer (connection
 // closed), a hung one (deadline) or a peer whose group broke (its `aborted` flag) fails the
 // collective and breaks the group, as on the TCP path; a failing rank raises its own flag.
+//
+// Note [Small shared-memory all_reduce]
+// Three waits per round cost more than the data moved when the tensor is small: an all_reduce
+// of at most kSmallShmBytes (and at most half the data area) runs one round in which every
+// rank copies its whole input into half k % 2 of its data area, publishes `posted` = k, waits
+// for every peer's `posted`, and combines the n copies itself, in rank order (so the ranks
+// get the same bits), piece by piece into its tensor, then publishes `done`. Its only wait for
+// the peers is `posted`: the half it writes was last read in round k-2 (k-1 when that round
+// used the whole area), whose `done` is long published in a run of collectives. Headers live
+// in slot k % 2 for the same reason: a peer may still compare round k-1's.
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 
 #include "core/ops/native.h"
 #include "parallel/distributed/detail/reduce_kernels.h"
@@ -104,6 +115,10 @@ class FlatView {
   int64_t numel_ = 0;
   int64_t esz_ = 1;
 };
+
+// Note [Small shared-memory all_reduce]: up to here one round that reads all n copies on every
+// rank beats three waits; above it the chunked round's 1/n of the reduction per rank wins.
+constexpr size_t kSmallShmBytes = 64 << 10;
 
 void all_reduce_one(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_t part, ReduceOp op) {
   const int n = ctx.size;
@@ -299,6 +314,50 @@ void all_reduce_cma(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
   while (acked < steps - 1) read_record(to_next, next);
 }
 
+// See Note [Small shared-memory all_reduce]: `flat` fits in half the data area.
+void all_reduce_shm_small(detail::Context& ctx, detail::SharedMemory& shm, const FlatView& flat, DType dtype,
+                          ReduceOp op, const detail::OpHeader& header, const std::function<void(int, std::atomic<uint32_t>&, uint32_t)>& wait,
+                          const std::function<void(const std::string&)>& fail) {
+  const int n = ctx.size;
+  const int r = ctx.rank;
+  const int64_t numel = flat.numel();
+  const int64_t esz = static_cast<int64_t>(element_size(dtype));
+  const size_t half = shm.data_bytes() / 2;
+  const uint32_t k = shm.next_round();
+  // Half k % 2 was last written in round k-2, unless round k-1 used the whole area.
+  const uint32_t free_after = shm.last_whole_round() == k - 1 ? k - 1 : k - 2;
+  for (int p = 0; p < n; ++p) {
+    if (p != r) wait(p, shm.control(p).done, free_after);
+  }
+  detail::ShmControl& mine = shm.control(r);
+  const size_t at = (k % 2) * half;
+  uint8_t* my_area = shm.data(r) + at;
+  flat.for_each(0, numel, [&](uint8_t* src, int64_t off, int64_t len) {
+    std::memcpy(my_area + off * esz, src, static_cast<size_t>(len * esz));
+  });
+  mine.header[k % 2] = header;
+  shm.publish(mine.posted, k);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    wait(p, shm.control(p).posted, k);
+    const detail::OpHeader theirs = shm.control(p).header[k % 2];
+    if (!(theirs == header))
+      fail("rank " + std::to_string(p) + " is running " + theirs.str() + " but this rank is running " + header.str());
+  }
+  // Every rank combines the n copies in rank order, so every rank gets the same bits.
+  flat.for_each(0, numel, [&](uint8_t* dst, int64_t off, int64_t len) {
+    auto src = [&](int q) { return shm.data(q) + at + off * esz; };
+    parallel::detail::reduce_into(dtype, op, dst, src(0), src(1), len);
+    for (int q = 2; q < n - 1; ++q) parallel::detail::reduce_into(dtype, op, dst, dst, src(q), len);
+    if (n > 2) {
+      parallel::detail::reduce_last_into(dtype, op, dst, src(n - 1), nullptr, len, n);
+    } else if (op == ReduceOp::AVG) {
+      parallel::detail::divide_by(dtype, dst, len, n);
+    }
+  });
+  shm.publish(mine.done, k);
+}
+
 // See Note [Shared-memory all_reduce]. `tensors` (one dtype) are reduced as one flat tensor.
 void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<Tensor>& tensors, uint32_t part,
                     ReduceOp op) {
@@ -329,6 +388,8 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
         shm.wait_for(peer, word, target, header, ctx.socket(peer), deadline, ctx.timeout_ms, *ctx.state);
     if (!why.empty()) fail("receiving from rank " + std::to_string(peer) + ": " + why);
   };
+  if (static_cast<size_t>(numel * esz) <= std::min(shm.data_bytes() / 2, kSmallShmBytes))
+    return all_reduce_shm_small(ctx, shm, flat, dtype, op, header, wait, fail);
   int64_t b0 = 0;
   do {  // at least one round, so that a 0-element all_reduce still checks the peers' call
     const int64_t blen = std::min(block_elems, numel - b0);
@@ -337,6 +398,7 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
       *len = detail::part_begin(blen, n, c + 1) - *begin;
     };
     const uint32_t k = shm.next_round();
+    shm.set_last_whole_round(k);
     for (int p = 0; p < n; ++p) {
       if (p != r) wait(p, shm.control(p).done, k - 1);
     }
@@ -349,12 +411,12 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
         std::memcpy(out + off * esz, src, static_cast<size_t>(len * esz));
       });
     }
-    mine.header = header;
-    detail::SharedMemory::publish(mine.posted, k);
+    mine.header[k % 2] = header;
+    shm.publish(mine.posted, k);
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
       wait(p, shm.control(p).posted, k);
-      const detail::OpHeader theirs = shm.control(p).header;
+      const detail::OpHeader theirs = shm.control(p).header[k % 2];
       if (!(theirs == header))
         fail("rank " + std::to_string(p) + " is running " + theirs.str() + " but this rank is running " + header.str());
     }
@@ -372,7 +434,7 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
         parallel::detail::reduce_last_into(dtype, op, dst, shm.data(last) + off * esz, my_data + off * esz, len, n);
       }
     });
-    detail::SharedMemory::publish(mine.reduced, k);
+    shm.publish(mine.reduced, k);
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
       wait(p, shm.control(p).reduced, k);
@@ -383,7 +445,7 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
         std::memcpy(dst, in + off * esz, static_cast<size_t>(len * esz));
       });
     }
-    detail::SharedMemory::publish(mine.done, k);
+    shm.publish(mine.done, k);
     b0 += blen;
   } while (b0 < numel);
 }

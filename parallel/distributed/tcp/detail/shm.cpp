@@ -123,8 +123,10 @@ SharedMemory::~SharedMemory() {
 }
 
 void SharedMemory::publish(std::atomic<uint32_t>& word, uint32_t value) {
-  word.store(value, std::memory_order_release);
-  futex(&word, FUTEX_WAKE, INT32_MAX, nullptr);
+  // Sequentially consistent against the sleeper's increment and re-load in wait_for: either
+  // the sleeper sees `value` and does not sleep, or this sees it counted and wakes it.
+  word.store(value, std::memory_order_seq_cst);
+  if (control(rank_).sleepers.load(std::memory_order_seq_cst) != 0) futex(&word, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 
 void SharedMemory::mark_aborted() {
@@ -171,7 +173,14 @@ std::string SharedMemory::wait_for(int peer, std::atomic<uint32_t>& word, uint32
     const auto slice = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(20));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(slice).count();
     const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
-    if (futex(&word, FUTEX_WAIT, seen, &ts) != 0 && errno == ETIMEDOUT) {
+    // Counted as a sleeper before `word` is checked again (seq_cst, see publish): a value
+    // published after that check finds the count and wakes this one.
+    theirs.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const bool timed_out = reached(word.load(std::memory_order_seq_cst), target)
+                               ? false
+                               : futex(&word, FUTEX_WAIT, seen, &ts) != 0 && errno == ETIMEDOUT;
+    theirs.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    if (timed_out) {
       char byte;
       const ssize_t r = ::recv(peer_socket.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (r == 0) return unless_reached(who + " closed the connection (it died, or its process group broke or was destroyed)");

@@ -29,11 +29,16 @@ struct ShmControl {
   alignas(64) std::atomic<uint32_t> reduced{0};  // its chunk of the round is reduced, in data
   alignas(64) std::atomic<uint32_t> done{0};     // it finished reading the peers' data areas
   alignas(64) std::atomic<uint32_t> aborted{0};  // nonzero: its group broke
+  // Peers asleep (or about to sleep) on one of this block's counters: publish() makes the
+  // wake-up system call only when some are, see SharedMemory::publish.
+  alignas(64) std::atomic<uint32_t> sleepers{0};
   // The collective its worker runs now, of every kind (SharedMemory::enter): task number
   // << 32 | (seq mod 2^24) << 8 | OpType. Lets a rank in an all_reduce see that a peer is in
   // another collective (which runs on the sockets) instead of waiting for it until the timeout.
   alignas(64) std::atomic<uint64_t> entered{0};
-  alignas(64) OpHeader header;                   // the round's collective, valid once posted
+  // The round's collective, valid once posted, in slot round % 2: a rank may post round k
+  // while a peer still compares round k-1's header (Note [Small shared-memory all_reduce]).
+  alignas(64) OpHeader header[2];
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be lock-free");
 
@@ -54,12 +59,15 @@ class SharedMemory {
   size_t data_bytes() const { return data_bytes_; }
   /// The round counter of this rank's all_reduce blocks (worker thread only).
   uint32_t next_round() { return ++round_; }
+  /// The last round that used the whole data area (the others used half round % 2 of it).
+  uint32_t last_whole_round() const { return whole_round_; }
+  void set_last_whole_round(uint32_t k) { whole_round_ = k; }
   /// Records that this rank's worker starts collective `seq` of `type` (every collective, on
   /// whichever path it runs), for the peers' desync check in wait_for.
   void enter(OpType type, uint64_t seq);
 
-  /// Stores `value` into this rank's counter `word` (release) and wakes the peers waiting on it.
-  static void publish(std::atomic<uint32_t>& word, uint32_t value);
+  /// Stores `value` into this rank's counter `word` and wakes the peers asleep on it.
+  void publish(std::atomic<uint32_t>& word, uint32_t value);
   /// Marks this rank's segment aborted and wakes everyone waiting on it.
   void mark_aborted();
 
@@ -81,6 +89,7 @@ class SharedMemory {
   int rank_ = 0;
   std::string own_name_;     // this rank's segment name until it is unlinked
   uint32_t round_ = 0;
+  uint32_t whole_round_ = 0;
   uint32_t tasks_ = 0;
 };
 

@@ -60,6 +60,22 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* 
 // Whether `a` is at or past `b` on the wrapping round counter.
 bool reached(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) >= 0; }
 
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// How long wait_for polls before it sleeps (EMBER_TCP_SHM_SPIN_US, 0 turns polling off). A
+// peer that is running publishes within microseconds; a futex sleep turns that into a wake-up,
+// which a busy scheduler serves late, while a short poll costs at most this much CPU per wait.
+std::chrono::nanoseconds spin_time() {
+  static const std::chrono::nanoseconds t{env::integer("EMBER_TCP_SHM_SPIN_US", 0, 1000000).value_or(20) * 1000};
+  return t;
+}
+
 }  // namespace
 
 std::unique_ptr<SharedMemory> SharedMemory::create(Store& store, int rank, int size, bool enabled, size_t data_bytes,
@@ -150,6 +166,13 @@ std::string SharedMemory::wait_for(int peer, std::atomic<uint32_t>& word, uint32
   // Every failure is checked against `word` once more: a peer publishes what it owes before it
   // moves on, fails, aborts or exits, so what it published in time is never reported lost.
   auto unless_reached = [&](std::string why) { return reached(word.load(std::memory_order_acquire), target) ? "" : why; };
+  if (spin_time().count() > 0) {  // poll first; the loop below checks everything and sleeps
+    const auto spin_until = Clock::now() + spin_time();
+    for (uint32_t i = 1; !reached(word.load(std::memory_order_acquire), target); ++i) {
+      cpu_relax();
+      if (i % 64 == 0 && (theirs.aborted.load(std::memory_order_relaxed) != 0 || Clock::now() >= spin_until)) break;
+    }
+  }
   for (;;) {
     const uint32_t seen = word.load(std::memory_order_acquire);
     if (reached(seen, target)) return "";

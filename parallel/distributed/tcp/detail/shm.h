@@ -75,7 +75,8 @@ class SharedMemory {
   /// else why not: the peer runs another collective than `running` (this rank's all_reduce)
   /// at the same point, the peer's group broke, its connection `peer_socket` closed (it died),
   /// `deadline` passed ("timed out"), or this rank's own group broke (`state`).
-  /// `timeout_ms` only words the message.
+  /// `timeout_ms` only words the message. Polls for up to EMBER_TCP_SHM_SPIN_US microseconds
+  /// (default 20) before it sleeps on the futex.
   std::string wait_for(int peer, std::atomic<uint32_t>& word, uint32_t target, const OpHeader& running,
                        Socket& peer_socket, Clock::time_point deadline, int64_t timeout_ms, const GroupState& state);
 

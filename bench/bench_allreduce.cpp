@@ -26,7 +26,7 @@
 //   nccl_allreduce_<size>_algbw_gbps        bytes / time (with one GPU the only figure: a 1-rank
 //                                   all_reduce moves nothing between GPUs, busbw = 0 by definition)
 // and without a GPU or without NCCL in the build prints a `#` line saying why and exits 0.
-// Flags (for tuning): --segment-bytes N, --block-bytes N, --socket-buffer-bytes N (tcp),
+// Flags (for tuning): --segment-bytes N, --block-bytes N, --shm-bytes N, --socket-buffer-bytes N (tcp),
 // --backend tcp|mpi|gloo|nccl (--only is the same; default: tcp, mpi and gloo), --min-bytes N / --max-bytes N
 // (restrict the sweep).
 //
@@ -446,6 +446,8 @@ int main(int argc, char** argv) {
       tcp_options.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--block-bytes" && i + 1 < argc) {
       tcp_options.block_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--shm-bytes" && i + 1 < argc) {
+      tcp_options.shm_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--cma-min-bytes" && i + 1 < argc) {
       tcp_options.cma_min_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--socket-buffer-bytes" && i + 1 < argc) {
@@ -461,7 +463,7 @@ int main(int argc, char** argv) {
         return 2;
       }
     } else {
-      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|gloo|nccl] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|gloo|nccl] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--shm-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
       return 2;
     }
   }

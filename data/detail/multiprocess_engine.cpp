@@ -22,7 +22,9 @@
 // raising SIGPIPE). Messages are length-prefixed frames (data/detail/wire.h):
 //   parent -> worker  kFetch(batch id, sample indices) | kReset (new epoch)
 //   worker -> parent  kBatch(batch id, buffer size, tensor descriptors, structure bytes) with
-//                     the batch buffer's descriptor attached (see Note [Nameless batches])
+//                     the batch buffer's descriptor attached (see Note [Nameless batches]), or,
+//                     for a batch of at most kInlineBatchBytes, no descriptor and the buffer's
+//                     bytes as the very next frame (Note [Inline batches])
 //                     | kError(batch id, exception type, message, where) | kExhausted(batch id)
 // Batch b of an epoch goes to worker b % num_workers (iterable datasets: the next worker not
 // yet exhausted), so which worker makes which batch, and hence each worker's random stream,
@@ -33,11 +35,22 @@
 // all. Batch buffers have no names, so there is nothing to clean up after anyone: a buffer
 // still queued in a socket is freed with the socket.
 
+// Note [Inline batches]
+// A shared buffer costs a fixed price per batch on both sides: memfd_create, ftruncate, mmap,
+// a page fault per page written and read, munmap, and the kernel freeing the pages; descriptor
+// passing adds its own work to each message. For a small batch that price is larger than the
+// bytes: the batches of 64 sequences of ember-bench-data are about 26 KB. So a batch of at
+// most kInlineBatchBytes travels through the socket itself, as a second frame right after its
+// reply, and the parent copies it into a tensor of its own (64-byte aligned by the allocator,
+// as the buffer's page was). The reply says which way it came: its buffer size is non-zero and
+// no descriptor came with it. The payload frame is checked to be exactly that size.
+
 namespace ember::data::detail {
 namespace {
 
 enum : uint8_t { kFetch = 1, kReset = 2 };
 constexpr size_t kAlignment = 64;
+constexpr size_t kInlineBatchBytes = 32 * 1024;
 constexpr int kShutdownGraceMs = 1000;
 constexpr int kFailGraceMs = 50;
 constexpr int kPollSliceMs = 100;
@@ -45,9 +58,11 @@ constexpr int64_t kDrainTimeoutMs = 60000;
 
 std::atomic<uint64_t> g_next_engine_id{0};
 
-// Worker side: copies the batch's tensors into a fresh shared buffer and describes them.
-// Returns the frame; *buffer receives the buffer (left empty when every tensor is empty).
-std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& who, SharedBuffer* buffer) {
+// Worker side: copies the batch's tensors into a fresh shared buffer, or into *inline_bytes for a
+// small batch (Note [Inline batches]), and describes them. Returns the frame; *buffer receives the
+// buffer (left empty when every tensor is empty or the batch goes inline).
+std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& who, SharedBuffer* buffer,
+                        std::string* inline_bytes) {
   auto& tensors = enc.tensors();
   std::vector<uint64_t> offsets(tensors.size());
   size_t total = 0;
@@ -60,7 +75,12 @@ std::string batch_frame(uint64_t id, BatchEncoder& enc, const std::string& who, 
     offsets[i] = total;
     total += t.nbytes();
   }
-  if (total > 0) {
+  if (total > 0 && total <= kInlineBatchBytes) {
+    inline_bytes->assign(total, '\0');
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].nbytes() > 0) std::memcpy(inline_bytes->data() + offsets[i], tensors[i].raw_data(), tensors[i].nbytes());
+    }
+  } else if (total > 0) {
     *buffer = create_shared_buffer(total, who);
     char* base = static_cast<char*>(buffer->mapping->data());
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -106,7 +126,7 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
     indices.resize(n);
     if (n > 0) std::memcpy(indices.data(), r.get_bytes(n * sizeof(uint64_t)), n * sizeof(uint64_t));
 
-    std::string reply;
+    std::string reply, inline_bytes;
     SharedBuffer buffer;
     if (init_error) {
       reply = error_reply(id, init_error->code, "worker_init_fn: " + init_error->message, init_error->where);
@@ -120,15 +140,17 @@ void worker_main(int fd, int worker_id, int num_workers, uint64_t base_seed, voi
         if (!enc) {
           reply = exhausted_reply(id);
         } else {
-          reply = batch_frame(id, *enc, who, &buffer);
+          reply = batch_frame(id, *enc, who, &buffer, &inline_bytes);
         }
       });
       if (err) {
         buffer = SharedBuffer();
+        inline_bytes.clear();
         reply = error_reply(id, err->code, err->message, err->where);
       }
     }
     if (!send_frame(fd, reply, buffer.fd.get())) break;
+    if (!inline_bytes.empty() && !send_frame(fd, inline_bytes)) break;
   }
 }
 
@@ -319,15 +341,29 @@ bool MultiprocessEngine::receive_from(int w, bool discard) {
   // bad one breaks the engine with a ValueError naming the worker and what arrived.
   WorkerReply reply;
   std::shared_ptr<ShmMapping> map;
+  std::optional<std::string> inline_frame;
+  Tensor inline_storage;
   try {
     reply = decode_worker_reply(*frame, worker_name(w));
     const auto& pend = pending_[w];
     EMBER_CHECK_T(ValueError, !pend.empty() && pend.front() == reply.id, worker_name(w),
                   " sent a bad reply: an answer for batch ", reply.id, " while the batch it owes is ",
                   pend.empty() ? std::string("none") : std::to_string(pend.front()));
-    if (reply.kind == ReplyKind::kBatch && reply.buffer_bytes > 0 && !discard) {
-      EMBER_CHECK_T(ValueError, buffer_fd.valid(), worker_name(w), " sent a bad reply: a ", reply.buffer_bytes,
-                    "-byte batch without its buffer");
+    if (reply.kind == ReplyKind::kBatch && reply.buffer_bytes > 0 && !buffer_fd.valid()) {
+      // Note [Inline batches]: the bytes are the next frame (read even when discarding).
+      EMBER_CHECK_T(ValueError, reply.buffer_bytes <= kInlineBatchBytes, worker_name(w), " sent a bad reply: a ",
+                    reply.buffer_bytes, "-byte batch without its buffer");
+      inline_frame = recv_frame(workers_[w]->fd());
+      if (!inline_frame) return false;
+      EMBER_CHECK_T(ValueError, inline_frame->size() == reply.buffer_bytes, worker_name(w),
+                    " sent a bad reply: a ", reply.buffer_bytes, "-byte batch followed by ", inline_frame->size(),
+                    " bytes");
+      if (!discard) {
+        // Raw bytes: the storage of an int64 tensor rounded up to whole elements.
+        inline_storage = empty({static_cast<int64_t>((reply.buffer_bytes + 7) / 8)}, TensorOptions(kInt64));
+        std::memcpy(inline_storage.raw_data(), inline_frame->data(), inline_frame->size());
+      }
+    } else if (reply.kind == ReplyKind::kBatch && reply.buffer_bytes > 0 && !discard) {
       map = map_shared_buffer(buffer_fd.get(), reply.buffer_bytes, worker_name(w));
     }
   } catch (const ValueError& e) {
@@ -345,6 +381,9 @@ bool MultiprocessEngine::receive_from(int w, bool discard) {
       for (const TensorSlot& t : reply.tensors) {
         if (t.nbytes == 0) {
           slot.batch.tensors.push_back(empty(t.sizes, TensorOptions(t.dtype)));
+        } else if (inline_storage.defined()) {
+          void* p = static_cast<char*>(inline_storage.raw_data()) + t.offset;
+          slot.batch.tensors.push_back(from_blob(p, t.sizes, t.dtype, [s = inline_storage](void*) mutable { s = Tensor(); }));
         } else {
           void* p = static_cast<char*>(map->data()) + t.offset;
           slot.batch.tensors.push_back(from_blob(p, t.sizes, t.dtype, [m = map](void*) mutable { m.reset(); }));

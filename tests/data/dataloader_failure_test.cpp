@@ -252,6 +252,38 @@ int worker_socket() {
   return -1;
 }
 
+// A worker whose inline batch (Note [Inline batches]) announces 64 bytes and sends 10, and one
+// that announces a batch too large to come inline without attaching its buffer: ValueErrors
+// naming the worker and what arrived; the loader stays failed and nothing is left behind.
+TEST(DataLoaderFailure, InlineBatchOfTheWrongSizeIsValueErrorNamingTheWorker) {
+  for (const bool too_large : {false, true}) {
+    SCOPED_TRACE(too_large ? "too large to come inline" : "wrong payload size");
+    struct Forging : Dataset<Tensor> {
+      bool too_large = false;
+      Tensor get(size_t i) override {
+        if (i == 3 && get_worker_info()) {
+          Tensor t = zeros({8}, TensorOptions(kInt64));
+          const uint64_t bytes = too_large ? (uint64_t{1} << 20) : 64;
+          std::string frame = detail::batch_reply(/*id=*/3, bytes, {t}, {0}, std::string("\x01", 1));
+          detail::send_frame(worker_socket(), frame);
+          if (!too_large) detail::send_frame(worker_socket(), std::string(10, 'x'));
+        }
+        return full({4}, static_cast<double>(i), TensorOptions(kInt64));
+      }
+      size_t size() const override { return 8; }
+    };
+    auto ds = std::make_shared<Forging>();
+    ds->too_large = too_large;
+    DataLoader loader(ds, DataLoaderOptions{.num_workers = 2});
+    std::string msg;
+    batches_before_value_error(loader, &msg);
+    const std::string what = too_large ? "a 1048576-byte batch without its buffer" : "a 64-byte batch followed by 10 bytes";
+    EXPECT_TRUE(std::regex_search(msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) sent a bad reply: " + what)))
+        << msg;
+  }
+  expect_clean();
+}
+
 // A worker whose reply describes a tensor (1024 int64, 8 KiB) in a 4 KiB batch buffer: the
 // parent once built a tensor viewing past its mapping from whatever sizes and offsets arrived
 // (a worker's n * 8 overflowing does the same). It must be a ValueError naming the worker and

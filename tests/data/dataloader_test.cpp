@@ -109,21 +109,50 @@ TEST(DataLoader, WorkersMatchMainProcessForTheSameSeed) {
 TEST(DataLoader, BatchesViewSharedMemoryThatOutlivesTheLoader) {
   std::vector<std::pair<Tensor, Tensor>> kept;
   {
+    // Rows of 2048 int64: each batch is two [4, 2048] tensors, 128 KiB, above the size that
+    // travels inline (Note [Inline batches]), so it comes in a shared buffer.
     auto ds = std::make_shared<TensorDataset>(std::vector<Tensor>{arange(0, 12, 1, TensorOptions(kInt64))});
-    DataLoader loader(transform(ds, [](std::vector<Tensor> r) { return r[0]; }) , DataLoaderOptions{.batch_size = 4, .num_workers = 2},
+    DataLoader loader(transform(ds, [](std::vector<Tensor> r) { return native::expand(r[0], {2048}); }),
+                      DataLoaderOptions{.batch_size = 4, .num_workers = 2},
                       [](std::vector<Tensor> s) { return std::make_pair(native::stack(s, 0), native::stack(s, 0)); });
     for (auto& b : loader) kept.push_back(b);
     // One mapping per batch still alive (both of its tensors view it), of a nameless memfd.
     EXPECT_EQ(batch_mappings(), 3u);
   }
   ASSERT_EQ(kept.size(), 3u);
-  EXPECT_EQ(ints(kept[2].first), (std::vector<int64_t>{8, 9, 10, 11}));
+  EXPECT_EQ(ints(native::select(kept[2].first, 1, 2047)), (std::vector<int64_t>{8, 9, 10, 11}));
   // Both tensors of a batch live in one segment: offsets differ within the same mapping.
   EXPECT_NE(kept[2].first.raw_data(), kept[2].second.raw_data());
   kept[0].first.data_ptr<int64_t>()[0] = 42;  // writable
   EXPECT_EQ(ints(kept[0].first)[0], 42);
   kept.clear();
   EXPECT_EQ(batch_mappings(), 0u);  // the last tensor of a batch unmaps it
+}
+
+// Note [Inline batches]: a batch of at most 32 KiB comes through the worker's socket and lives
+// in the parent's own memory: no shared-memory mapping, the same values, writable, outliving
+// the loader and its workers.
+TEST(DataLoader, SmallBatchesComeInlineAndOutliveTheLoader) {
+  std::vector<std::pair<Tensor, Tensor>> kept;
+  {
+    auto ds = std::make_shared<TensorDataset>(std::vector<Tensor>{arange(0, 12, 1, TensorOptions(kInt64))});
+    DataLoader loader(transform(ds, [](std::vector<Tensor> r) { return r[0]; }), DataLoaderOptions{.batch_size = 4, .num_workers = 2},
+                      [](std::vector<Tensor> s) { return std::make_pair(native::stack(s, 0), native::mul(native::stack(s, 0), 2)); });
+    for (auto& b : loader) {
+      kept.push_back(b);
+      EXPECT_EQ(batch_mappings(), 0u);
+    }
+  }
+  ASSERT_EQ(kept.size(), 3u);
+  for (int b = 0; b < 3; ++b) {
+    std::vector<int64_t> want, twice;
+    for (int64_t i = 4 * b; i < 4 * b + 4; ++i) want.push_back(i), twice.push_back(2 * i);
+    EXPECT_EQ(ints(kept[static_cast<size_t>(b)].first), want);
+    EXPECT_EQ(ints(kept[static_cast<size_t>(b)].second), twice);
+  }
+  EXPECT_NE(kept[2].first.raw_data(), kept[2].second.raw_data());
+  kept[0].first.data_ptr<int64_t>()[0] = 42;  // writable
+  EXPECT_EQ(ints(kept[0].first)[0], 42);
 }
 
 // The FAQ's bug: an RNG seeded when the dataset is built is copied into every worker.

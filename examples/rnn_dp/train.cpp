@@ -161,9 +161,8 @@ std::string parameter_hash(const ember::nn::Module& m) {
   return buf;
 }
 
-int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+double wall_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace detail
@@ -759,9 +758,9 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         }
         optimizer.step();
         if (o.trace_steps) {
-          std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%lld\n", static_cast<long long>(step),
+          std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%.3f\n", static_cast<long long>(step),
                        job.rank, job.world, detail::parameter_hash(*model).c_str(),
-                       static_cast<long long>(detail::wall_ms()));
+                       detail::wall_ms());
           std::fflush(out);
         }
         seen += b;

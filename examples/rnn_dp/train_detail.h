@@ -30,7 +30,7 @@ ember::Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>
 /// FNV-1a over every parameter's bytes, in name order, as 16 hex digits (--trace-steps).
 std::string parameter_hash(const ember::nn::Module& m);
 /// Wall-clock milliseconds since the epoch (--trace-steps, --ft-fault: comparable across ranks).
-int64_t wall_ms();
+double wall_ms();
 
 }  // namespace detail
 }  // namespace rnn_dp

@@ -122,7 +122,7 @@ std::vector<uint8_t> from_hex(const std::string& s) {
 }  // namespace
 
 std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
-  const int64_t started_ms = detail::wall_ms();
+  const double started_ms = detail::wall_ms();
   EMBER_CHECK_T(ember::ValueError, ft::enabled_by_environment(),
                 "--ft: run the ranks under `ember-run --ft --nproc-per-node N ...` (EMBER_FT is not set)");
   ft::ManagerOptions mo = ft::options_from_environment();
@@ -135,9 +135,9 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
         std::this_thread::sleep_for(std::chrono::milliseconds(f.sleep_ms));
         continue;
       }
-      std::fprintf(out, "ft-fault: slot %d raising SIG%s at step %lld (%s) at %lld ms\n", slot,
+      std::fprintf(out, "ft-fault: slot %d raising SIG%s at step %lld (%s) at %.3f ms\n", slot,
                    f.signo == SIGKILL ? "KILL" : "STOP", static_cast<long long>(step), point.c_str(),
-                   static_cast<long long>(detail::wall_ms()));
+                   detail::wall_ms());
       std::fflush(out);
       ::raise(f.signo);
     }
@@ -205,10 +205,10 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   ddpo.deterministic = o.deterministic;
   ddpo.num_shards = o.shards;
   ft::Manager manager(mo);
-  std::fprintf(out, "rnn_dp: --ft: rank slot %d (incarnation %lld, pid %d, started at %lld ms) of at most %d, %lld "
+  std::fprintf(out, "rnn_dp: --ft: rank slot %d (incarnation %lld, pid %d, started at %.3f ms) of at most %d, %lld "
                "steps of %lld words in %lld shards, ft timeout %lld ms\n",
                slot, static_cast<long long>(mo.incarnation), static_cast<int>(::getpid()),
-               static_cast<long long>(started_ms), mo.max_replicas,
+               started_ms, mo.max_replicas,
                static_cast<long long>(total), static_cast<long long>(o.batch_size), static_cast<long long>(o.shards),
                static_cast<long long>(mo.timeout_ms));
   std::fflush(out);
@@ -219,7 +219,9 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   int order_epoch = -1;
   double loss_sum = 0.0;  // this rank's shards of the committed steps of the current epoch
   while (manager.current_step() < total) {
+    const double q0 = detail::wall_ms();
     const bool ok = manager.start_quorum();
+    double protocol_ms = detail::wall_ms() - q0;  // time inside the manager this step
     if (manager.finished()) break;
     const int64_t step = manager.current_step();
     if (manager.recovered()) fault("loaded", step);
@@ -273,12 +275,16 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
       }
     }
     fault("commit", step);
-    if (!manager.should_commit()) continue;
+    const double c0 = detail::wall_ms();
+    const bool commit = manager.should_commit();
+    protocol_ms += detail::wall_ms() - c0;
+    if (!commit) continue;
     adam.step();
     loss_sum += step_loss;
     if (o.trace_steps) {
-      std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%lld\n", static_cast<long long>(step), slot,
-                   manager.num_participants(), detail::parameter_hash(*model).c_str(), static_cast<long long>(detail::wall_ms()));
+      std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%.3f ft_ms=%.3f\n",
+                   static_cast<long long>(step), slot, manager.num_participants(),
+                   detail::parameter_hash(*model).c_str(), detail::wall_ms(), protocol_ms);
       std::fflush(out);
     }
     if ((step + 1) % steps_per_epoch == 0 && manager.rank() == 0) {

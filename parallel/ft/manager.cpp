@@ -42,8 +42,10 @@
 //    vote of a slot that is no longer live proposes "0". compare_set makes q/<r>/commit one
 //    answer for all: a step is applied by every participant or by none, and a dropped step is
 //    redone (same global batch, split over the next quorum). When the last yes finds every live
-//    slot a participant, it first writes round r + 1's decision (the same participants, no new
-//    group), so an undisturbed step costs about three store round trips and no quorum wait.
+//    slot a participant, its "1" carries round r + 1's decision (the same participants, no new
+//    group), which counts as q/<r+1>/decision for everyone (a newcomer then joins r + 2), so an
+//    undisturbed step costs two store round trips (the add, and the commit's compare_set or get)
+//    and no quorum wait.
 
 namespace ember::parallel::ft {
 
@@ -137,6 +139,7 @@ class Manager::Monitor {
     if (v.incarnation != incarnation) return "was replaced (incarnation " + std::to_string(v.incarnation) + ")";
     if (v.dead) return "died (its launcher saw it exit)";
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - v.last_change).count();
+    if (ms < o_.timeout_ms) return "was dropped (another rank saw it fail)";
     return "went silent for " + std::to_string(ms) + " ms (ft timeout " + std::to_string(o_.timeout_ms) + " ms)";
   }
   /// Aborts `group` (once) when one of `members` stops being live, until unwatch().
@@ -170,6 +173,15 @@ class Manager::Monitor {
     std::lock_guard<std::mutex> lock(mutex_);
     latest_round_ = round;
   }
+  /// Reads the heartbeats of `slots` now (the quorum and the commit use it while they wait, so
+  /// a death the launcher marked counts at once, not at the next tick).
+  void refresh(const std::vector<int>& slots) {
+    std::map<int, std::optional<std::string>> seen;
+    for (int s : slots)
+      if (s != o_.replica_id) seen[s] = peek(*store_, heartbeat_key(s));
+    observe(seen);
+  }
+
 
  private:
   struct View {
@@ -306,8 +318,10 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   EMBER_CHECK_T(ValueError, options_.min_replicas >= 1 && options_.min_replicas <= options_.max_replicas,
                 "ft::Manager: min_replicas must be in [1, ", options_.max_replicas, "], got ", options_.min_replicas);
   EMBER_CHECK_T(ValueError, options_.timeout_ms > 0 && options_.quorum_timeout_ms > 0 &&
-                                options_.heartbeat_interval_ms > 0,
-                "ft::Manager: timeout_ms, quorum_timeout_ms and heartbeat_interval_ms must be positive");
+                                options_.heartbeat_interval_ms >= 0,
+                "ft::Manager: timeout_ms and quorum_timeout_ms must be positive, heartbeat_interval_ms not negative");
+  if (options_.heartbeat_interval_ms == 0)
+    options_.heartbeat_interval_ms = std::clamp<int64_t>(options_.timeout_ms / 20, 50, 1000);
   options_.group_options.timeout_ms = options_.timeout_ms;
 }
 
@@ -369,11 +383,20 @@ Manager::Decision Manager::decode(const std::string& text) const {
   return d;
 }
 
+std::optional<Manager::Decision> Manager::carried_decision(int64_t round) {
+  Store& store = *options_.store;
+  if (auto d = peek(store, key("q/" + std::to_string(round) + "/decision"))) return decode(*d);
+  if (round == 0) return std::nullopt;
+  const auto c = peek(store, key("q/" + std::to_string(round - 1) + "/commit"));
+  if (c && c->size() > 2) return decode(c->substr(2));
+  return std::nullopt;
+}
+
 int64_t Manager::first_open_round() {
   Store& store = *options_.store;
   int64_t r = 0;
   if (auto latest = peek(store, key("q/latest"))) r = std::stoll(*latest);
-  while (peek(store, key("q/" + std::to_string(r) + "/decision"))) ++r;
+  while (carried_decision(r)) ++r;
   return r;
 }
 
@@ -381,20 +404,22 @@ Manager::Decision Manager::decide_round(int64_t round) {
   Store& store = *options_.store;
   const std::string prefix = "q/" + std::to_string(round) + "/";
   const std::string decision_key = key(prefix + "decision");
-  if (auto d = peek(store, decision_key)) return decode(*d);
+  if (auto d = carried_decision(round)) return *d;
   const bool need_group = !group_ || group_->is_broken() || last_commit_failed_;
   store.set(key(prefix + "join/" + std::to_string(options_.replica_id)),
             std::to_string(options_.incarnation) + " " + std::to_string(step_) + " " + (need_group ? "1" : "0"));
   const auto entered = Clock::now();
+  std::vector<int> waited_for;  // live slots that had not joined at the last look
   bool short_of_ranks = false;
   Clock::time_point short_since{};
   for (;;) {
     check_store();
-    if (auto d = peek(store, decision_key)) return decode(*d);
+    if (auto d = carried_decision(round)) return *d;
     if (peek(store, key("finished"))) {
       finished_ = true;
       return {};
     }
+    if (!waited_for.empty()) monitor_->refresh(waited_for);
     std::map<int, int64_t> live = monitor_->live();
     for (const auto& m : members_)  // the last round's participants, until there is evidence
       if (!live.count(m.slot) && !monitor_->seen(m.slot)) live[m.slot] = m.incarnation;
@@ -404,6 +429,7 @@ Manager::Decision Manager::decide_round(int64_t round) {
     if (first_round)
       for (int s = 0; s < options_.max_replicas; ++s)
         if (!live.count(s) && !monitor_->dead(s)) live[s] = -1;
+    waited_for.clear();
     std::vector<Member> joined;
     std::vector<std::string> missing;
     bool any_needs_group = false;
@@ -415,6 +441,7 @@ Manager::Decision Manager::decide_round(int64_t round) {
       if (v) std::istringstream(*v) >> jinc >> jstep >> jneed;
       if (!v || (jinc != inc && inc >= 0)) {
         missing.push_back(k);
+        waited_for.push_back(slot);
         continue;
       }
       joined.push_back({slot, jinc, jstep});
@@ -478,7 +505,9 @@ bool Manager::start_quorum() {
   try {
     round_ = round_ < 0 ? first_open_round() : round_ + 1;
     for (;;) {
-      const Decision d = decide_round(round_);
+      std::optional<Decision> carried = std::move(next_);
+      next_.reset();
+      const Decision d = carried ? *carried : decide_round(round_);
       if (finished_) {
         log("ft: slot " + std::to_string(options_.replica_id) + ": the job finished before this rank joined");
         return false;
@@ -529,6 +558,7 @@ void Manager::adopt(const Decision& d) {
     std::string line = "ft: quorum " + std::to_string(round_) + " at step " + std::to_string(step_) + ": " +
                        std::to_string(members_.size()) + " of " + std::to_string(options_.max_replicas) +
                        " ranks (slots " + slots_text(participants()) + ")";
+    if (!gone.empty()) monitor_->refresh(gone);  // this rank's view may lag the decider's
     for (int s : gone) {
       const auto it = std::find_if(before.begin(), before.end(), [&](const Member& b) { return b.slot == s; });
       line += "; slot " + std::to_string(s) + " " + monitor_->why_gone(s, it->incarnation);
@@ -631,14 +661,15 @@ bool Manager::should_commit() {
         const std::map<int, int64_t> live = monitor_->live();
         bool same = live.size() == members_.size();
         for (const auto& m : members_) same = same && live.count(m.slot) && live.at(m.slot) == m.incarnation;
+        std::string value = "1";
         if (same) {
           Decision next;
           next.group_gen = group_gen_;
           next.fresh = false;
           next.members = members_;
-          store.compare_set(key("q/" + std::to_string(round_ + 1) + "/decision"), std::string(), encode(next));
+          value += " " + encode(next);
         }
-        result = store.compare_set(commit_key, std::string(), "1");
+        result = store.compare_set(commit_key, std::string(), value);
       }
     } else {
       store.set(key(prefix + "no"), std::to_string(options_.replica_id));
@@ -647,12 +678,13 @@ bool Manager::should_commit() {
     while (result.empty()) {
       check_store();
       try {
-        store.wait({commit_key}, 20);
-        result = store.get_string(commit_key);
+        const std::vector<uint8_t> v = store.get(commit_key, 20);
+        result.assign(v.begin(), v.end());
         break;
       } catch (const TimeoutError&) {
       }
       bool drop = peek(store, key(prefix + "no")).has_value();
+      monitor_->refresh(participants());
       for (const auto& m : members_) drop = drop || !monitor_->alive(m.slot, m.incarnation);
       if (drop) result = store.compare_set(commit_key, std::string(), "0");
     }
@@ -661,7 +693,8 @@ bool Manager::should_commit() {
     throw;
   }
   monitor_->unwatch();
-  const bool commit = result == "1";
+  const bool commit = result[0] == '1';
+  if (result.size() > 2) next_ = decode(result.substr(2));
   if (commit) {
     ++step_;
     failed_in_a_row_ = 0;

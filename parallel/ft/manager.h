@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +48,9 @@ struct ManagerOptions {
   /// requested; every collective and the group's rendezvous are bounded by it too.
   int64_t timeout_ms = 10'000;
   int64_t quorum_timeout_ms = 60'000;
-  int64_t heartbeat_interval_ms = 50;
+  /// 0: timeout_ms / 20, within [50, 1000] ms. A death the launcher marks is seen at once by
+  /// ranks that wait on the dead rank; the interval bounds how late a silent rank is noticed.
+  int64_t heartbeat_interval_ms = 0;
   /// This rank's state, for a peer that is behind; and loading a peer's. Required.
   std::function<StateDict()> state_dict;
   std::function<void(const StateDict&)> load_state_dict;
@@ -131,6 +134,8 @@ class Manager {
   class Monitor;
 
   int64_t first_open_round();
+  /// Round `round`'s decision: its own key, or what the commit of round - 1 carried.
+  std::optional<Decision> carried_decision(int64_t round);
   Decision decide_round(int64_t round);
   std::string encode(const Decision& d) const;
   Decision decode(const std::string& text) const;
@@ -159,6 +164,7 @@ class Manager {
   static constexpr int kMaxFailuresInARow = 3;
   int failed_in_a_row_ = 0;
   std::string step_error_;
+  std::optional<Decision> next_;  // the next round's decision, carried by the last commit
 };
 
 }  // namespace ember::parallel::ft

@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "core/cuda/cuda_backend.h"
-#include "core/env.h"
+#include "core/detail/cpu_memory.h"
+#include "core/detail/memory_limit.h"
 #include "core/error.h"
 
 // See Note [Poisoning in sanitizer builds]. GCC defines __SANITIZE_ADDRESS__, clang answers
@@ -170,127 +171,15 @@ void unpoison(bool host, const char* ptr, size_t num_bytes) {
 #endif
 }
 
-// ---- default CPU backend -----------------------------------------------------------------
-// Note [Huge pages for CPU segments]
-// A CPU segment that is a whole number of 2 MiB (every small-pool and large-pool segment of
-// the preferred sizes; not an exact-size segment made under a memory limit, which stays as it
-// is rather than grow past the limit) is 2 MiB-aligned and marked MADV_HUGEPAGE, so that where
-// the kernel's transparent huge pages are "madvise" or "always" it is backed by 2 MiB pages
-// (PyTorch does the same for its CPU allocations under THP_MEM_ALLOC_ENABLE=1). A training
-// step walks tens of MiB of activations; with 4 KiB pages each core's TLB covers a few MiB of
-// them. On ember-bench-dp's model the DataParallel step got about 3% faster and the plain
-// step about 2% (parallel/README.md has the figures). EMBER_CPU_HUGEPAGES=0 turns it off (segments
-// 64-byte-aligned, as before); a kernel without THP refuses the madvise, which changes nothing
-// else. Segments are cached (Note [Caching allocator]): a huge page is faulted in once.
-constexpr size_t kHugePage = size_t{2} << 20;
-
-bool cpu_hugepages_enabled() {
-  static const bool on = env::flag("EMBER_CPU_HUGEPAGES", true);
-  return on;
-}
-
-void* cpu_alloc(size_t num_bytes, int) {
-  if (num_bytes >= kHugePage && num_bytes % kHugePage == 0 && cpu_hugepages_enabled()) {
-    void* p = std::aligned_alloc(kHugePage, num_bytes);
-    if (p != nullptr) (void)madvise(p, num_bytes, MADV_HUGEPAGE);  // advice only: refused where THP is absent
-    return p;
-  }
-  // Segment sizes are multiples of 512, so aligned_alloc's size rule holds.
-  return std::aligned_alloc(64, num_bytes);
-}
-void cpu_free(void* ptr, int) { std::free(ptr); }
-size_t cpu_capacity(int) {
-  long pages = sysconf(_SC_PHYS_PAGES);
-  long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return 0;
-  return static_cast<size_t>(pages) * static_cast<size_t>(page_size);
-}
-
+// ---- raw memory backends ----------------------------------------------------------------
 struct BackendSlot {
   bool registered = false;
   detail::RawMemoryBackend backend{};
 };
 std::mutex g_backend_mutex;  // guards g_backends
 std::array<BackendSlot, 2> g_backends = {
-    BackendSlot{true, detail::RawMemoryBackend{&cpu_alloc, &cpu_free, &cpu_capacity}},
+    BackendSlot{true, detail::RawMemoryBackend{&detail::cpu_alloc, &detail::cpu_free, &detail::cpu_capacity}},
     BackendSlot{false, detail::RawMemoryBackend{nullptr, nullptr, nullptr}}};
-
-// ---- EMBER_MEMORY_LIMIT ------------------------------------------------------------------
-constexpr const char* kLimitEnv = "EMBER_MEMORY_LIMIT";
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-[[noreturn]] void bad_limit_entry(std::string_view entry, const char* why) {
-  EMBER_THROW(ValueError, kLimitEnv, ": bad entry '", std::string(entry), "' (", why,
-              "); expected comma-separated entries like 'cpu:0=64MB', 'cpu=1GB', 'cuda:1=8GB' "
-              "with units B, KB, MB or GB");
-}
-
-// Parses "64MB", "1.5GB", "4096" (bytes) into bytes.
-int64_t parse_bytes(std::string_view entry, std::string_view s) {
-  size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  std::string number(s.substr(0, i));
-  if (number.empty() || std::count(number.begin(), number.end(), '.') > 1 || number == ".")
-    bad_limit_entry(entry, "missing or malformed number");
-  std::string unit(trim(s.substr(i)));
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double scale;
-  if (unit.empty() || unit == "B") scale = 1;
-  else if (unit == "KB" || unit == "KIB" || unit == "K") scale = 1024.0;
-  else if (unit == "MB" || unit == "MIB" || unit == "M") scale = 1024.0 * 1024.0;
-  else if (unit == "GB" || unit == "GIB" || unit == "G") scale = 1024.0 * 1024.0 * 1024.0;
-  else bad_limit_entry(entry, "unknown unit");
-  double value = std::strtod(number.c_str(), nullptr) * scale;
-  if (!(value >= 0) || value > 9.0e18) bad_limit_entry(entry, "value out of range");
-  return static_cast<int64_t>(value);
-}
-
-// The limit EMBER_MEMORY_LIMIT sets for `device` (0 when none). Validates every entry, so a
-// typo anywhere is reported whichever device is created first. An entry naming an index
-// ("cpu:3=...") takes precedence over one naming the type ("cpu=...").
-int64_t limit_from_env(Device device) {
-  const char* env = std::getenv(kLimitEnv);
-  if (env == nullptr) return 0;
-  int64_t type_limit = 0, index_limit = 0;
-  bool have_type = false, have_index = false;
-  std::string_view rest(env);
-  while (true) {
-    size_t comma = rest.find(',');
-    std::string_view entry = trim(rest.substr(0, comma));
-    if (!entry.empty()) {
-      size_t eq = entry.find('=');
-      if (eq == std::string_view::npos) bad_limit_entry(entry, "missing '='");
-      std::string_view dev = trim(entry.substr(0, eq));
-      std::string_view type_name = dev.substr(0, dev.find(':'));
-      DeviceType type;
-      if (type_name == "cpu") type = DeviceType::CPU;
-      else if (type_name == "cuda") type = DeviceType::CUDA;
-      else bad_limit_entry(entry, "unknown device type");
-      int index = -1;
-      if (dev.size() > type_name.size()) {
-        std::string_view idx = dev.substr(type_name.size() + 1);
-        if (idx.empty() || idx.size() > 4 ||
-            !std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; }))
-          bad_limit_entry(entry, "malformed device index");
-        index = std::stoi(std::string(idx));
-        if (index >= kMaxDevicesPerType) bad_limit_entry(entry, "device index out of range");
-      }
-      int64_t bytes = parse_bytes(entry, trim(entry.substr(eq + 1)));
-      if (type == device.type) {
-        if (index < 0) { type_limit = bytes; have_type = true; }
-        else if (index == device.index) { index_limit = bytes; have_index = true; }
-      }
-    }
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return have_index ? index_limit : (have_type ? type_limit : 0);
-}
 
 // ---- blocks and pools ------------------------------------------------------------------
 class DeviceCachingAllocator;
@@ -685,7 +574,7 @@ class DeviceCachingAllocator final : public Allocator {
     os << " Of the allocated memory " << format_size(static_cast<uint64_t>(allocated))
        << " is allocated by ember, and " << format_size(static_cast<uint64_t>(reserved - allocated))
        << " is reserved by ember but unallocated.";
-    if (limit_ > 0) os << " Raise the limit with set_memory_limit() or " << kLimitEnv << ".";
+    if (limit_ > 0) os << " Raise the limit with set_memory_limit() or " << detail::kMemoryLimitEnv << ".";
     EMBER_THROW(OutOfMemoryError, os.str());
   }
 
@@ -819,7 +708,7 @@ DeviceCachingAllocator* allocator_for(Device device) {
     EMBER_CHECK_T(DeviceError, backend.registered, "allocator: cannot use ", device_name(device),
                   ": the CUDA backend is not initialized");
   }
-  const int64_t limit = limit_from_env(device);  // throws ValueError on bad syntax
+  const int64_t limit = detail::memory_limit_from_env(device);  // throws ValueError on bad syntax
   static const bool atfork_registered = [] {
     EMBER_CHECK(pthread_atfork(&prepare_fork, &after_fork, &after_fork) == 0,
                 "allocator: pthread_atfork failed");

@@ -4,9 +4,10 @@
 // "--flag=value", with dashes or torchrun's underscores (--nproc_per_node).
 #pragma once
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace ember::launcher {
 
@@ -42,9 +43,9 @@ struct LaunchOptions {
 };
 
 /// A command-line mistake; main() prints it with the usage and exits with code 2.
-class UsageError : public std::runtime_error {
+class UsageError : public ember::ValueError {
  public:
-  using std::runtime_error::runtime_error;
+  explicit UsageError(const std::string& message) : ember::ValueError(message) {}
 };
 
 /// Parses argv[1..argc) (argv[0] is ember-run itself). Throws UsageError.

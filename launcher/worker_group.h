@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "launcher/cgroup.h"
 #include "launcher/guardian.h"
 #include "launcher/launch_options.h"
@@ -52,9 +53,9 @@ struct GroupResult {
 };
 
 /// The program could not be started (not found, not executable).
-class LaunchError : public std::runtime_error {
+class LaunchError : public ember::Error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit LaunchError(const std::string& message) : ember::Error(message) {}
 };
 
 class WorkerGroup {

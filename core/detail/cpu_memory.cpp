@@ -15,12 +15,11 @@ namespace {
 // the preferred sizes; not an exact-size segment made under a memory limit, which stays as it
 // is rather than grow past the limit) is 2 MiB-aligned and marked MADV_HUGEPAGE, so that where
 // the kernel's transparent huge pages are "madvise" or "always" it is backed by 2 MiB pages
-// (PyTorch does the same for its CPU allocations under THP_MEM_ALLOC_ENABLE=1). A training
-// step walks tens of MiB of activations; with 4 KiB pages each core's TLB covers a few MiB of
-// them. On ember-bench-dp's model the DataParallel step got about 3% faster and the plain
-// step about 2% (parallel/README.md has the figures). EMBER_CPU_HUGEPAGES=0 turns it off (segments
-// 64-byte-aligned, as before); a kernel without THP refuses the madvise, which changes nothing
-// else. Segments are cached (Note [Caching allocator]): a huge page is faulted in once.
+// (as PyTorch's CPU allocations under THP_MEM_ALLOC_ENABLE=1): a training step walks tens of
+// MiB of activations, more than a core's TLB covers with 4 KiB pages. EMBER_CPU_HUGEPAGES=0
+// turns it off (segments 64-byte-aligned); a kernel without THP refuses the madvise, which
+// changes nothing else. Segments are cached (Note [Caching allocator]): a huge page is faulted
+// in once.
 constexpr size_t kHugePage = size_t{2} << 20;
 
 bool cpu_hugepages_enabled() {

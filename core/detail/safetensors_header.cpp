@@ -36,8 +36,8 @@ namespace {
 // fields in a tensor entry are errors rather than ignored. Like it, a NUL byte anywhere in the
 // header is an error ({...}\0garbage once loaded): only spaces may pad the JSON.
 //
-// Parsing is linear in the header size (an ordered_json's insertion was a linear search, which
-// made 200k tensors take 80 s). A header in the form writers produce is read by
+// Parsing is linear in the header size (no ordered_json: its insertion is a linear search). A
+// header in the form writers produce is read by
 // FastHeaderParser without building JSON values; any other goes through nlohmann's SAX parser
 // (HeaderSax), which also words every syntax error. Both keep the entries in header order,
 // which is what orders 0-byte tensors that share an offset. The loader reads tensor data in

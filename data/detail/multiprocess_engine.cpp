@@ -441,9 +441,11 @@ void MultiprocessEngine::end_epoch(bool keep_workers) {
       int64_t left = deadline - now_ms();
       if (left <= 0) throw TimeoutError("DataLoader: timed out draining batches in flight");
       int r = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, kPollSliceMs)));
-      if (r < 0 && errno != EINTR) throw Error("DataLoader: poll failed");
+      if (r < 0 && errno != EINTR)
+        throw Error(std::string("DataLoader: poll failed while draining batches in flight: ") + std::strerror(errno));
       for (size_t w = 0; r > 0 && w < workers_.size(); ++w) {
-        if (fds[w].revents != 0 && !receive_from(static_cast<int>(w), true)) throw Error("worker died");
+        if (fds[w].revents != 0 && !receive_from(static_cast<int>(w), true))
+          throw Error("DataLoader: worker " + std::to_string(w) + " died while batches were draining");
       }
     }
   } catch (...) {

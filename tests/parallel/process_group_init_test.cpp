@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "tests/support/free_port.h"
 #include "tests/support/error_text.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -201,19 +202,6 @@ TEST_F(InitEnv, SingleRankRunsWithOnlyAStore) {
   EXPECT_EQ(test::run_all_checks(*pg, /*quick=*/true), "");
 }
 
-// A free TCP port on 127.0.0.1 (free a moment ago).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // errno of connecting to ip:port (0: connected).
 int connect_errno(in_addr ip, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -242,7 +230,7 @@ TEST_F(InitEnv, StoreHostedByRankZeroListensOnlyOnMasterAddr) {
   }
   ::freeifaddrs(ifs);
   if (!found) GTEST_SKIP() << "this machine has no IPv4 address besides loopback";
-  const int port = free_port();
+  const int port = support::free_port();
   const std::string port_s = std::to_string(port);
   set("RANK", "0");
   set("WORLD_SIZE", "1");
@@ -262,7 +250,7 @@ TEST_F(InitEnv, StoreHostedByRankZeroListensOnlyOnMasterAddr) {
 // would give anyone there the group's join secret. Every rank refuses, naming the one-line
 // fix, unless a token is exported or EMBER_STORE_ALLOW_NO_TOKEN=1 opts in; loopback is fine.
 TEST_F(InitEnv, TokenlessStoreOnAReachableAddressIsRefusedWithTheFix) {
-  const int port = free_port();
+  const int port = support::free_port();
   const std::string port_s = std::to_string(port);
   set("WORLD_SIZE", "1");
   set("MASTER_PORT", port_s.c_str());

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "tests/support/free_port.h"
 #include "parallel/distributed/detail/wire.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed/tcp_store_server.h"
@@ -44,20 +45,6 @@ TCPStoreOptions client_options(std::string token = kToken) {
   o.timeout_ms = kTestTimeoutMs;
   o.token = std::move(token);
   return o;
-}
-
-// A port that was free a moment ago (for tests that must start clients before the server).
-uint16_t probe_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // ---- raw clients that do not play by the rules --------------------------------------
@@ -145,7 +132,7 @@ TEST(TCPStore, PortZeroPicksAFreePortThatClientsReach) {
 TEST(TCPStore, ClientProcessesRendezvousOnLoopback) {
   // The children are forked before the server (and its thread) exists, and retry until it
   // listens: no fork of a multithreaded process, which ThreadSanitizer cannot follow.
-  const uint16_t port = probe_free_port();
+  const uint16_t port = support::free_port();
   constexpr int kChildren = 3;
   std::vector<pid_t> pids;
   for (int i = 0; i < kChildren; ++i) {
@@ -185,7 +172,7 @@ TEST(TCPStore, ClientProcessesRendezvousOnLoopback) {
 }
 
 TEST(TCPStore, ServerWaitsForWorkersThatStartFirst) {
-  const uint16_t port = probe_free_port();
+  const uint16_t port = support::free_port();
   // Clients start before the server listens and retry until it does.
   std::vector<std::thread> clients;
   std::atomic<int> ok{0};
@@ -267,7 +254,7 @@ TEST(TCPStore, TimedOutGetLeavesTheClientUsable) {
 }
 
 TEST(TCPStore, MultiTenantServersShareAPort) {
-  const uint16_t port = probe_free_port();
+  const uint16_t port = support::free_port();
   auto o = server_options();
   o.multi_tenant = true;
   TCPStore a("127.0.0.1", port, o);

@@ -11,7 +11,6 @@
 
 #include "core/ops/native.h"
 #include "nn/container.h"
-#include "nn/detail/replica_parameters.h"
 
 namespace ember::nn {
 
@@ -24,25 +23,14 @@ SkipInitGuard::~SkipInitGuard() { t_skip_init = prev_; }
 bool SkipInitGuard::active() { return t_skip_init; }
 
 namespace {
-thread_local bool t_share_cpu_parameters = false;
+thread_local const CloneParameterSource* t_clone_parameter_source = nullptr;
 }
-ShareCpuParametersGuard::ShareCpuParametersGuard() : prev_(t_share_cpu_parameters) { t_share_cpu_parameters = true; }
-ShareCpuParametersGuard::~ShareCpuParametersGuard() { t_share_cpu_parameters = prev_; }
-bool ShareCpuParametersGuard::active() { return t_share_cpu_parameters; }
-
-Tensor alias_on_cpu_device(const Tensor& t, Device device) {
-  EMBER_INTERNAL_ASSERT(t.device().is_cpu() && device.is_cpu(), "alias_on_cpu_device: ", t.device(), " -> ", device);
-  const Storage& from = t.storage();
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = Storage::from_external(from.data(), from.num_bytes(), device, [keep = from](void*) {});
-  impl->sizes = t.sizes();
-  impl->strides = t.impl()->strides;
-  impl->offset = t.impl()->offset;
-  impl->dtype = t.dtype();
-  impl->version = t.impl()->version;
-  impl->refresh();
-  return Tensor(std::move(impl));
+CloneParameterSourceGuard::CloneParameterSourceGuard(const CloneParameterSource* source)
+    : prev_(t_clone_parameter_source) {
+  if (source != nullptr) t_clone_parameter_source = source;
 }
+CloneParameterSourceGuard::~CloneParameterSourceGuard() { t_clone_parameter_source = prev_; }
+const CloneParameterSource* CloneParameterSourceGuard::current() { return t_clone_parameter_source; }
 }  // namespace detail
 
 namespace {
@@ -318,12 +306,9 @@ void Module::copy_values_from(const Module& other, std::optional<Device> device)
       }
       const Device target = device ? *device : src.device();
       Tensor data;
-      const Tensor* given = params ? detail::ReplicaParametersGuard::find(src, target) : nullptr;
-      if (params && detail::ShareCpuParametersGuard::active() && target.is_cpu() && src.device().is_cpu()) {
-        data = detail::alias_on_cpu_device(src, target);  // see ShareCpuParametersGuard
-      } else if (given != nullptr) {
-        data = *given;  // copied already (DataParallel's broadcast; see ReplicaParametersGuard)
-      } else {
+      const detail::CloneParameterSource* source = params ? detail::CloneParameterSourceGuard::current() : nullptr;
+      if (source != nullptr) data = (*source)(src, target);  // see CloneParameterSourceGuard
+      if (!data.defined()) {
         data = target == src.device() ? native::clone(src) : native::to(src, target);  // one copy either way
       }
       bool rg = params && src.requires_grad();

@@ -142,23 +142,26 @@ class SkipInitGuard {
   bool prev_;
 };
 
-/// While alive in a thread, clone() to a CPU device of a module whose parameters are on a CPU
-/// device gives the clone parameters that share the original's memory (and version counter)
-/// instead of copies: CPU logical devices share one memory, and DataParallel's replicas only
-/// read their parameters. Buffers are still copied (a replica may write them).
-class ShareCpuParametersGuard {
+/// Where clone() takes a parameter's data on the clone's device: a defined result is taken as
+/// is (the clone's parameter is a fresh leaf over that memory, no copy); an undefined one means
+/// copy the original as usual. Buffers are always copied.
+using CloneParameterSource = std::function<Tensor(const Tensor& original, Device device)>;
+
+/// While alive in a thread, clone() asks `source` for every parameter (a null source changes
+/// nothing). Replication policies (parallel/replicate_parameters.h) are installed this way; the
+/// source must outlive the guard.
+class CloneParameterSourceGuard {
  public:
-  ShareCpuParametersGuard();
-  ~ShareCpuParametersGuard();
-  static bool active();
+  explicit CloneParameterSourceGuard(const CloneParameterSource* source);
+  ~CloneParameterSourceGuard();
+  CloneParameterSourceGuard(const CloneParameterSourceGuard&) = delete;
+  CloneParameterSourceGuard& operator=(const CloneParameterSourceGuard&) = delete;
+  /// The innermost guard's source, or nullptr.
+  static const CloneParameterSource* current();
 
  private:
-  bool prev_;
+  const CloneParameterSource* prev_;
 };
-
-/// A tensor on CPU device `device` over the same memory as CPU tensor `t` (same sizes, strides,
-/// offset and version counter), with no autograd history. Keeps t's storage alive.
-Tensor alias_on_cpu_device(const Tensor& t, Device device);
 }  // namespace detail
 
 /// CRTP base giving Derived a clone(): copy-construct, rebuild registrations with reset()

@@ -119,8 +119,9 @@ class RNNBase : public Cloneable<Derived> {
   /// clone() (its own, or a parent's) copies values parameter by parameter: flatten again.
   void copy_values_from(const Module& other, std::optional<Device> device) override {
     Module::copy_values_from(other, device);
-    // Shared CPU parameters (ShareCpuParametersGuard) alias the original's buffer, already flat.
-    if (!detail::ShareCpuParametersGuard::active()) flatten_parameters();
+    // Parameters given by a clone source (CloneParameterSourceGuard: DataParallel's CPU aliases of
+    // the flat original, its broadcast copies) are kept as given.
+    if (detail::CloneParameterSourceGuard::current() == nullptr) flatten_parameters();
   }
 
 

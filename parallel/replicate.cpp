@@ -7,10 +7,10 @@
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/ops/native.h"
-#include "nn/detail/replica_parameters.h"
 #include "parallel/comm.h"
 #include "parallel/deterministic_reducer.h"
 #include "parallel/detail/comm_nccl.h"
+#include "parallel/replicate_parameters.h"
 
 // Note [Replica parameters]
 // A replica is module.clone(devices[i]): its parameters are fresh leaves holding copies of the
@@ -49,7 +49,7 @@
 // nccl_ready), with every parameter on one of them, the replicas' parameter values come from one
 // comm::broadcast_coalesced (an NCCL broadcast per flat bucket on the devices' current streams,
 // as PyTorch's replicate does through Broadcast) and clone() takes them
-// (nn::detail::ReplicaParametersGuard) instead of copying parameter by parameter; a replica's
+// (detail::ReplicaParametersGuard) instead of copying parameter by parameter; a replica's
 // parameters are then views of its buckets, which nothing writes. The replica on the source
 // device still gets its own copy from clone (see below). Elsewhere clone copies, as before.
 // Parameters whose original does not require grad stay detached leaves. Under NoGradGuard the
@@ -58,7 +58,7 @@
 // parameters leaves there and the others non-leaves, and a replica that writes a buffer
 // (e.g. running statistics) would write into the original module while others do not.
 // On CPU logical devices, which share one memory, the replicas' parameters are not copies but
-// aliases of the originals' memory and version counter (nn::detail::ShareCpuParametersGuard):
+// aliases of the originals' memory and version counter (detail::ReplicaParametersGuard, share_cpu):
 // replicas only read them, an in-place change of an original between forward and backward is
 // still caught by the saved-tensor version check, and a step costs no parameter copies. The
 // gradients BroadcastBackward takes from one CPU device to another are aliased the same
@@ -115,9 +115,9 @@ std::optional<autograd::TensorList> reduce_over_nccl(const std::vector<GradTarge
 
 // Note [Replica parameter broadcast]: per device, the broadcast copies of `originals` (empty
 // maps where clone copies: the source device, or every device when the broadcast does not apply).
-std::vector<nn::detail::ParameterCopies> broadcast_parameters(const std::vector<Tensor>& originals,
+std::vector<detail::ParameterCopies> broadcast_parameters(const std::vector<Tensor>& originals,
                                                               const std::vector<Device>& devices) {
-  std::vector<nn::detail::ParameterCopies> copies(devices.size());
+  std::vector<detail::ParameterCopies> copies(devices.size());
   if (originals.empty()) return copies;
   const Device src = originals[0].device();
   for (const Tensor& p : originals) {
@@ -165,7 +165,7 @@ void record_broadcast_backward(std::vector<GradTarget> targets, std::vector<size
             const GradTarget& to = targets[k];
             terms[k].push_back(!gi.defined() ? gi
                                : gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
-                                   ? nn::detail::alias_on_cpu_device(gi, to.device)
+                                   ? detail::alias_on_cpu_device(gi, to.device)
                                    : native::to(gi, to.device, to.dtype));
           }
           autograd::TensorList r(targets.size());
@@ -184,7 +184,7 @@ void record_broadcast_backward(std::vector<GradTarget> targets, std::vector<size
           const GradTarget& to = targets[k];
           const Tensor& gi = g[o];
           Tensor here = gi.device().is_cpu() && to.device.is_cpu() && gi.dtype() == to.dtype
-                            ? nn::detail::alias_on_cpu_device(gi, to.device)
+                            ? detail::alias_on_cpu_device(gi, to.device)
                             : native::to(gi, to.device, to.dtype);
           r[k] = r[k].defined() ? native::add(r[k], here) : here;
         }
@@ -225,13 +225,13 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
   replicas.reserve(devices.size());
   std::vector<Tensor> replica_params;  // replica-major, in slot order: the node's outputs
   std::vector<size_t> output_input;    // output o -> index into `tracked` (the node's input)
-  const std::vector<nn::detail::ParameterCopies> copies = broadcast_parameters(originals, devices);
+  const std::vector<detail::ParameterCopies> copies = broadcast_parameters(originals, devices);
   for (size_t d = 0; d < devices.size(); ++d) {
     const Device& device = devices[d];
     std::shared_ptr<nn::Module> replica;
     {
-      nn::detail::ShareCpuParametersGuard share;  // see Note [Replica parameters]
-      nn::detail::ReplicaParametersGuard given(&copies[d]);  // see Note [Replica parameter broadcast]
+      // Note [Replica parameters] (CPU aliases) and Note [Replica parameter broadcast] (copies).
+      detail::ReplicaParametersGuard given(&copies[d], /*share_cpu=*/true);
       replica = module.clone(device);
     }
     nn::StateDict slots = replica->named_parameters(true, /*remove_duplicate=*/false);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <unistd.h>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/ops.h"
@@ -138,11 +139,18 @@ TEST(RnnFlatWeights, AChildOfAClonedModuleIsFlatToo) {
   EXPECT_EQ(flat_values(*copy->lstm), flat_values(*h.lstm));
   EXPECT_TRUE(native::rnn_weights_are_flat(params_of(*copy->lstm)));
   EXPECT_FALSE(params_of(*copy->lstm)[0].storage().is_same(params_of(*h.lstm)[0].storage()));
-  // DataParallel's CPU replicas alias the original's memory: no re-flattening copy there.
-  detail::ShareCpuParametersGuard share;
+  // Parameters a clone is given (DataParallel's CPU aliases, its broadcast copies) are taken
+  // as they are: no re-flattening copy there.
+  std::unordered_map<const TensorImpl*, Tensor> given;
+  for (const Tensor& p : params_of(*h.lstm)) given.emplace(p.impl(), native::to(p, Device::cpu(1)));
+  const detail::CloneParameterSource source = [&](const Tensor& original, Device) {
+    auto it = given.find(original.impl());
+    return it == given.end() ? Tensor() : it->second;
+  };
+  detail::CloneParameterSourceGuard guard(&source);
   auto alias = h.clone_as(Device::cpu(1));
   const auto mine = params_of(*h.lstm), theirs = params_of(*alias->lstm);
-  for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(theirs[i].raw_data(), mine[i].raw_data()) << i;
+  for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(theirs[i].raw_data(), given.at(mine[i].impl()).raw_data()) << i;
 }
 
 TEST(RnnFlatWeights, ToDtypeAndToDeviceReflattenInPlaceOfTheSameHandles) {

@@ -85,6 +85,11 @@ void rnn_cell_f32(kernels::RnnMode kind, bool backward, const kernels::CellStep<
 void rnn_cell_f64(kernels::RnnMode kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                   int device_index);
 
+// fixed_point.cu: the kernels of core/ops/fixed_point_stubs.h.
+double fixed_point_max_abs(DType dtype, const void* x, int64_t n, int device_index);
+void fixed_point_accumulate(DType dtype, const void* x, int64_t* acc, int64_t n, int exponent, int device_index);
+void fixed_point_to_float(DType dtype, const int64_t* acc, void* out, int64_t n, int exponent, double divisor,
+                          int device_index);
 // cumsum.cu: the kernel of cumsum_stub (core/ops/cumsum_stubs.h).
 void cumsum(DType dtype, int64_t outer, int64_t n, int64_t inner, bool reverse, const void* in, void* out,
             int device_index);

@@ -87,7 +87,7 @@ namespace rnn_dp {
 // with every batch full it follows the uninterrupted run up to float rounding. What must match
 // is the seed, the global batch, --limit, --lr, --batch-first and --augment (run_identity);
 // --augment draws per-rank streams, so only its sample order, not its draws, carries over to
-// another world size. A rank that dies makes the others' next
+// another world size (under --deterministic its draws carry over too: Note [Shard steps]). A rank that dies makes the others' next
 // collective fail with DistributedError (see parallel/README.md); under
 // `ember-run --max-restarts K` the group restarts and, with --resume, continues from there.
 
@@ -113,7 +113,9 @@ namespace rnn_dp {
 //  - dropout (--dropout) draws each sample's mask from a generator seeded by (seed, epoch, the
 //    sample's position in the epoch), never from the rank, the worker or the step's draws (this
 //    holds without --deterministic too);
-//  - nothing else draws: --augment, which draws per-worker streams, is refused.
+//  - --augment draws each word's byte drop from a stream of (epoch_seed(seed, epoch), the
+//    word's index in the training set) (WordLangDataset::use_sample_streams), never from the
+//    rank or the worker; nothing else draws.
 
 namespace detail {
 
@@ -682,7 +684,11 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     sampler->set_epoch(static_cast<uint64_t>(epoch - 1));
     if (resumed_epoch) sampler->set_start_index(resumed.samples);
     loader_generator->manual_seed(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
-    train_set->seed_rng(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
+    if (o.deterministic) {
+      train_set->use_sample_streams(epoch_seed(o.seed, epoch));  // the same for every rank and worker
+    } else {
+      train_set->seed_rng(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
+    }
     // This epoch before this run (all ranks together): samples, and their loss summed.
     const size_t start_samples = resumed_epoch ? resumed.samples : 0;
     const double carried_loss = resumed_epoch ? resumed.loss_sum : 0.0;

@@ -116,6 +116,9 @@ namespace rnn_dp {
 //  - --augment draws each word's byte drop from a stream of (epoch_seed(seed, epoch), the
 //    word's index in the training set) (WordLangDataset::use_sample_streams), never from the
 //    rank or the worker; nothing else draws.
+//  - --amp: the same autocast around every shard's forward and loss (DataParallel's replicas
+//    get it from parallel_apply), and under fp16 GradScaler::scale on each shard's loss: a power
+//    of two, so the exact mean unscales to the same bits wherever the shards ran.
 
 namespace detail {
 
@@ -724,8 +727,11 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         const size_t b = static_cast<size_t>(labels.size(0));
         if (dp_shards) {
           const Tensor keep = keep_for(o.batch_size, [](int64_t i) { return static_cast<uint64_t>(i); });
-          const Tensor losses = (*dp_shards)(padded, lengths, labels, keep);
-          ember::sum(losses).backward();
+          const Tensor losses = [&] {
+            const auto amp = autocast_guard();  // parallel_apply carries it to the replicas' threads
+            return (*dp_shards)(padded, lengths, labels, keep);
+          }();
+          optimizer.scale(ember::sum(losses)).backward();
           for (double l : ember::to(losses, ember::kFloat64).to_vector<double>()) loss_sum += l * static_cast<double>(shard_rows);
         } else if (o.deterministic) {
           const int64_t time_dim = o.batch_first ? 1 : 0;
@@ -746,10 +752,10 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
             if (ddp && !last) {
               auto no_sync = ddp->no_sync();
               loss = shard_loss(p, l, y, keep);
-              loss.backward();
+              optimizer.scale(loss).backward();
             } else {
               loss = shard_loss(p, l, y, keep);
-              loss.backward();
+              optimizer.scale(loss).backward();
             }
             loss_sum += loss.item() * static_cast<double>(shard_rows);
           }

@@ -107,10 +107,28 @@ TEST_F(RnnDpDeterministic, AugmentationDrawsPerSampleStreams) {
   EXPECT_EQ(ranks(3, "aug_tcp3", aug + " --workers 2"), ref) << "3 ranks (tcp), 2 workers each";
 }
 
+// Mixed precision in the mode: autocast's bf16 / fp16 kernels are thread-count invariant like
+// the float32 ones, and --amp fp16's GradScaler scales each shard's loss by a power of two and
+// unscales the exact mean, so one hash per precision over one process, DataParallel and ranks;
+// each precision changes the result.
+TEST_F(RnnDpDeterministic, MixedPrecisionHasOneHashPerPrecision) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const std::string plain = single("amp_none", kDet + " --threads 1 --workers 0");
+  for (const std::string amp : {"bf16", "fp16"}) {
+    const std::string args = kDet + " --amp " + amp;
+    const std::string ref = single("amp_" + amp, args + " --threads 1 --workers 0");
+    ASSERT_EQ(ref.size(), 64u);
+    EXPECT_NE(ref, plain) << "--amp " << amp << " changed nothing";
+    EXPECT_EQ(single("amp_" + amp + "_threads2", args + " --threads 2 --workers 2"), ref) << amp << ", 2 threads";
+    EXPECT_EQ(devices(3, args + " --threads 1 --workers 0"), ref) << amp << ", DataParallel over 3 devices";
+    EXPECT_EQ(ranks(3, "amp_" + amp + "_tcp3", args + " --threads 1 --workers 0"), ref) << amp << ", 3 ranks (tcp)";
+  }
+}
+
 TEST_F(RnnDpDeterministic, BadOptionsAreRefused) {
   for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
            {"--deterministic --batch-size 50 --shards 8", "must be a multiple of --shards 8"},
-           {"--deterministic --amp bf16", "--deterministic: --amp and --uneven"},
+           {"--ddp --deterministic --uneven", "--deterministic: --uneven (per-rank batches"},
            {"--dropout 1", "--dropout: expected a probability in [0, 1), got 1"}}) {
     RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;

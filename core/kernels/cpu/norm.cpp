@@ -68,7 +68,7 @@ EMBER_CPU_ISA_VARIANTS(double, sum_squares_f32, (const float* x, int64_t n), (x,
 // of multi_tensor_chunks, Note [Multi-tensor launches], with kNormChunk per chunk): a piece
 // computes the chunks that start inside it, each into its own slot, and the caller combines the
 // slots in tensor then chunk order. Chunk boundaries and combine order never depend on the
-// thread count, so neither does the result (clip_grad_test checks 1 against several threads).
+// thread count, so neither does the result.
 
 namespace {
 

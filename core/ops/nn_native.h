@@ -1,5 +1,5 @@
-// ember::native ops behind nn's layers, losses, optimizers and clip_grad: the fused kernels nn
-// used to run on raw pointers. Each checks its arguments, allocates, and dispatches on device
+// ember::native ops behind nn's layers, losses, optimizers and clip_grad: their fused kernels.
+// Each checks its arguments, allocates, and dispatches on device
 // (CPU kernels in core/kernels/cpu/; a device without a kernel yet is a NotImplementedError
 // naming the op). No autograd: nn's nodes call these forward and backward. Thread-safe.
 #pragma once

@@ -31,7 +31,7 @@ void cast(DType to, DType from, const kernels::ElementwisePlan& plan);
 // copy.cpp: the kernel of copy_bytes_stub (core/ops/copy_stubs.h).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes, bool async);
 // reduce.cu: the kernel of reduce_stub (core/ops/reduce_stubs.h).
-void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
+void reduce(kernels::ReduceKind op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
             void* out, int64_t* out_idx, double scale, int device_index, const char* name);
 
 

@@ -17,7 +17,6 @@
 #include "core/kernels/reduce.h"
 #include "core/kernels/rnn_cell.h"
 #include "core/kernels/softmax.h"
-#include "core/ops/detail/cudnn_rnn_plan.h"
 
 namespace ember::cuda {
 
@@ -93,8 +92,5 @@ void fixed_point_to_float(DType dtype, const int64_t* acc, void* out, int64_t n,
 // cumsum.cu: the kernel of cumsum_stub (core/ops/cumsum_stubs.h).
 void cumsum(DType dtype, int64_t outer, int64_t n, int64_t inner, bool reverse, const void* in, void* out,
             int device_index);
-
-// cudnn_rnn.cpp (built with cuDNN only): the kernel of cudnn_rnn_backend_stub.
-const native::detail::CudnnRnnBackend* cudnn_rnn_backend();
 
 }  // namespace ember::cuda

@@ -183,8 +183,8 @@ class ProcessGroup {
 };
 
 /// Declares the backend hooks above (every pure virtual *_impl and check_device) as overrides, in
-/// the protected section of a backend, so their signatures are written once (here and in
-/// ProcessGroup); the backend defines all of them.
+/// the protected section of each backend, so their signatures are written once (here and in
+/// ProcessGroup). A new collective's *_impl is added here too; every backend defines them all.
 #define EMBER_PROCESS_GROUP_HOOKS_OVERRIDE                                                                     \
   std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override; \
   std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;     \

@@ -6,13 +6,12 @@
 // Built by bench/libtorch_peers (today's LibTorch from the peer environment) or compiled on first
 // use against another LibTorch (Note [LibTorch peer] in bench/harness.h).
 #include <torch/torch.h>
-#include <torch/version.h>
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
-#include <sstream>
 #include <string>
+
+#include "libtorch_peer_loop.h"
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) != "serve") {
@@ -34,23 +33,9 @@ int main(int argc, char** argv) {
     x.mutable_grad() = torch::Tensor();
     return std::chrono::duration<double, std::nano>(t1 - t0).count() / kOps;
   };
-  std::printf("ready %d.%d.%d\n", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
-  std::fflush(stdout);
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    std::istringstream in(line);
-    std::string cmd;
-    in >> cmd;
-    if (cmd == "rep") {
-      std::printf("%.3f\n", rep());
-    } else if (cmd == "quit") {
-      std::printf("bye\n");
-      std::fflush(stdout);
-      return 0;
-    } else {
-      std::printf("error unknown command %s\n", cmd.c_str());
-    }
-    std::fflush(stdout);
-  }
-  return 0;
+  return ember::bench::serve_commands([&](const std::string& cmd, std::istringstream&) {
+    if (cmd != "rep") return false;
+    std::printf("%.3f\n", rep());
+    return true;
+  });
 }

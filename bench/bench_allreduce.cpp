@@ -402,12 +402,7 @@ void run_gloo() {
                                               std::to_string(g_max_bytes), std::to_string(timeout_s)},
                                              timeout_s);
   int figures = 0;
-  size_t pos = 0;
-  while (pos < run.output.size()) {
-    size_t end = run.output.find('\n', pos);
-    if (end == std::string::npos) end = run.output.size();
-    const std::string line = run.output.substr(pos, end - pos);
-    pos = end + 1;
+  for (const std::string& line : ember::bench::output_lines(run.output)) {
     char size[32];
     double busbw = 0;
     if (std::sscanf(line.c_str(), "gloo_allreduce_%31[^_]_busbw_gbps %lf", size, &busbw) == 2) {

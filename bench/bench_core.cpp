@@ -24,7 +24,6 @@ namespace {
 
 using ember::bench::median;
 
-using Clock = std::chrono::steady_clock;
 
 // Keeps the compiler from discarding a value.
 template <typename T>
@@ -34,15 +33,22 @@ inline void do_not_optimize(const T& value) {
 
 // Median over `reps` of the seconds one call of f takes, after `warmup` untimed calls.
 double median_seconds(int reps, int warmup, const std::function<void()>& f) {
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<double> t;
-  t.reserve(static_cast<size_t>(reps));
-  for (int i = 0; i < reps; ++i) {
-    const auto start = Clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  return median(t);
+  return ember::bench::median_ms(warmup, reps, f) / 1e3;
+}
+
+// Seconds one call of f takes.
+template <typename F>
+double seconds(F&& f) {
+  return ember::bench::time_ms(std::forward<F>(f)) / 1e3;
+}
+
+// Seconds make() takes to return a Tensor; the Tensor is freed after the clock stops.
+template <typename Make>
+double seconds_to_make(Make&& make) {
+  const auto start = ember::bench::Clock::now();
+  ember::Tensor out = make();
+  do_not_optimize(out.raw_data());
+  return std::chrono::duration<double>(ember::bench::Clock::now() - start).count();
 }
 
 void report(const char* name, double value, const char* unit) { std::printf("%s %.3f %s\n", name, value, unit); }
@@ -80,10 +86,10 @@ struct MemcpyBench {
   static constexpr size_t kBytes = 64 * kOneMiB;
   std::vector<char> src = std::vector<char>(kBytes, 1), dst = std::vector<char>(kBytes, 0);
   double run_seconds() {
-    const auto start = Clock::now();
-    std::memcpy(dst.data(), src.data(), kBytes);
-    do_not_optimize(dst[kBytes / 2]);
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    return seconds([&] {
+      std::memcpy(dst.data(), src.data(), kBytes);
+      do_not_optimize(dst[kBytes / 2]);
+    });
   }
   static double gbps(double seconds) { return 2.0 * static_cast<double>(kBytes) / seconds / 1e9; }  // read + write
 };
@@ -114,18 +120,13 @@ int main() {
   fill(b.data_ptr<float>(), n * n, 2);
   // OpenBLAS and ember alternate, so both medians see the same machine load.
   auto blas_once = [&] {
-    const auto start = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n,
-                b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
-    do_not_optimize(c.data_ptr<float>()[0]);
-    return std::chrono::duration<double>(Clock::now() - start).count();
+    return seconds([&] {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data_ptr<float>(), n,
+                  b.data_ptr<float>(), n, 0.0f, c.data_ptr<float>(), n);
+      do_not_optimize(c.data_ptr<float>()[0]);
+    });
   };
-  auto ember_once = [&] {
-    const auto start = Clock::now();
-    ember::Tensor out = ember::native::mm(a, b);
-    do_not_optimize(out.raw_data());
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
+  auto ember_once = [&] { return seconds_to_make([&] { return ember::native::mm(a, b); }); };
   for (int i = 0; i < 2; ++i) {
     blas_once();
     ember_once();
@@ -150,12 +151,7 @@ int main() {
   fill(y.data_ptr<float>(), m, 4);
   // memcpy and add alternate, so that both medians see the same machine load (shared hosts).
   MemcpyBench copy;
-  auto add_once = [&] {
-    const auto start = Clock::now();
-    ember::Tensor z = ember::native::add(x, y);
-    do_not_optimize(z.raw_data());
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
+  auto add_once = [&] { return seconds_to_make([&] { return ember::native::add(x, y); }); };
   for (int i = 0; i < 3; ++i) {
     copy.run_seconds();
     add_once();

@@ -87,17 +87,11 @@ TorchRun run_torch(size_t num_batches) {
                           "--reps", std::to_string(kReps)},
                          timeout_s);
   TorchRun r;
-  size_t pos = 0;
-  while (pos < run.output.size()) {
-    size_t end = run.output.find('\n', pos);
-    if (end == std::string::npos) end = run.output.size();
-    const std::string line = run.output.substr(pos, end - pos);
-    pos = end + 1;
+  for (const std::string& line : bench::output_lines(run.output)) {
     double v = 0;
-    char ver[128];
     if (std::sscanf(line.c_str(), "torch_loader_batches_per_s_w2 %lf", &v) == 1) r.batches_per_s = v;
     if (std::sscanf(line.c_str(), "torch_loader_first_batch_ms_w2 %lf", &v) == 1) r.first_batch_ms = v;
-    if (line.rfind("torch ", 0) == 0 && std::sscanf(line.c_str() + 6, "%127s", ver) == 1) r.version = ver;
+    bench::parse_torch_line(line, r.version);
   }
   if (run.timed_out) {
     r.batches_per_s = -1;

@@ -145,10 +145,6 @@ Batch make_batch(uint64_t seed) {
   return b;
 }
 
-struct StepTime {
-  double wall_ms = 0, cpu_ms = 0;
-};
-
 template <class Forward>
 StepTime train_step(Forward&& forward, optim::Adam& adam, const Batch& b) {
   const double c0 = process_cpu_ms();
@@ -197,17 +193,11 @@ void run_torch_ddp_peer(double ember_2r_ms, const Tensor& lengths, int steps) {
   const BoundedRun run = run_bounded(argv, timeout_s);
   double t1 = 0, t2 = 0;
   std::string version;
-  size_t pos = 0;
-  while (pos < run.output.size()) {
-    size_t end = run.output.find('\n', pos);
-    if (end == std::string::npos) end = run.output.size();
-    const std::string line = run.output.substr(pos, end - pos);
-    pos = end + 1;
+  for (const std::string& line : bench::output_lines(run.output)) {
     double v = 0;
-    char ver[128];
     if (std::sscanf(line.c_str(), "torch_ddp_step_ms_1r %lf", &v) == 1) t1 = v;
     if (std::sscanf(line.c_str(), "torch_ddp_step_ms_2r %lf", &v) == 1) t2 = v;
-    if (line.rfind("torch ", 0) == 0 && std::sscanf(line.c_str() + 6, "%127s", ver) == 1) version = ver;
+    bench::parse_torch_line(line, version);
   }
   if (run.timed_out || t1 <= 0 || t2 <= 0) bench::print_peer_version("", "torch DDP peer", run.timed_out ? "timed out" : "no figures");
   if (run.timed_out) {
@@ -313,7 +303,8 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   std::vector<Batch> batches;
   for (int i = 0; i < 4; ++i) batches.push_back(make_batch(1000 + 2 * static_cast<uint64_t>(i) + rank));
 
-  std::vector<double> wall1, cpu1, wall2, cpu2, wall3, cpu3, overlap, wall4, cpu4, wall5, tail, wall6;
+  StepTimes st1, st2, st3, st4, st5, st6;
+  std::vector<double> overlap, tail;
   for (int i = 0; i < kWarmup + steps; ++i) {
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
     pg->barrier()->wait();
@@ -335,16 +326,12 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     pg->barrier()->wait();
     const StepTime s6 = train_step(dist_det, adam6, b);
     if (i < kWarmup) continue;
-    wall6.push_back(s6.wall_ms);
-    wall1.push_back(s1.wall_ms);
-    cpu1.push_back(s1.cpu_ms);
-    wall2.push_back(s2.wall_ms);
-    cpu2.push_back(s2.cpu_ms);
-    wall3.push_back(s3.wall_ms);
-    cpu3.push_back(s3.cpu_ms);
-    wall4.push_back(s4.wall_ms);
-    cpu4.push_back(s4.cpu_ms);
-    wall5.push_back(s5.wall_ms);
+    st1.add(s1);
+    st2.add(s2);
+    st3.add(s3);
+    st4.add(s4);
+    st5.add(s5);
+    st6.add(s6);
     tail.push_back(tail_wait);
     overlap.push_back(ddp.reducer().last_overlap_fraction());
   }
@@ -380,51 +367,51 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
   double ember_2r = 0;
   if (rank != 0) {
     store->set("bench_ddp/rank1_zero_ratio", to_bytes({zero_bytes_ratio}));
-    store->set("bench_ddp/rank1_wall", to_bytes(wall2));
-    store->set("bench_ddp/rank1_cpu", to_bytes(cpu2));
-    store->set("bench_ddp/rank1_wall_silent", to_bytes(wall3));
-    store->set("bench_ddp/rank1_wall_plain", to_bytes(wall4));
-    store->set("bench_ddp/rank1_cpu_silent", to_bytes(cpu3));
-    store->set("bench_ddp/rank1_cpu_plain", to_bytes(cpu4));
-    store->set("bench_ddp/rank1_wall_view", to_bytes(wall5));
+    store->set("bench_ddp/rank1_wall", to_bytes(st2.wall));
+    store->set("bench_ddp/rank1_cpu", to_bytes(st2.cpu));
+    store->set("bench_ddp/rank1_wall_silent", to_bytes(st3.wall));
+    store->set("bench_ddp/rank1_wall_plain", to_bytes(st4.wall));
+    store->set("bench_ddp/rank1_cpu_silent", to_bytes(st3.cpu));
+    store->set("bench_ddp/rank1_cpu_plain", to_bytes(st4.cpu));
+    store->set("bench_ddp/rank1_wall_view", to_bytes(st5.wall));
     store->set("bench_ddp/rank1_tail_wait", to_bytes(tail));
-    store->set("bench_ddp/rank1_wall_det", to_bytes(wall6));
+    store->set("bench_ddp/rank1_wall_det", to_bytes(st6.wall));
   } else {
     const std::vector<double> other_wall = from_bytes(store->get("bench_ddp/rank1_wall"));
     const std::vector<double> other_cpu = from_bytes(store->get("bench_ddp/rank1_cpu"));
     const std::vector<double> other_silent = from_bytes(store->get("bench_ddp/rank1_wall_silent"));
-    EMBER_CHECK(other_wall.size() == wall2.size() && other_cpu.size() == cpu2.size() &&
-                    other_silent.size() == wall3.size(),
-                "ember-bench-ddp: rank 1 sent ", other_wall.size(), " step times, expected ", wall2.size());
+    EMBER_CHECK(other_wall.size() == st2.wall.size() && other_cpu.size() == st2.cpu.size() &&
+                    other_silent.size() == st3.wall.size(),
+                "ember-bench-ddp: rank 1 sent ", other_wall.size(), " step times, expected ", st2.wall.size());
     const std::vector<double> other_plain = from_bytes(store->get("bench_ddp/rank1_wall_plain"));
     const std::vector<double> other_view = from_bytes(store->get("bench_ddp/rank1_wall_view"));
     const std::vector<double> other_tail = from_bytes(store->get("bench_ddp/rank1_tail_wait"));
     const std::vector<double> other_cpu3 = from_bytes(store->get("bench_ddp/rank1_cpu_silent"));
     const std::vector<double> other_cpu4 = from_bytes(store->get("bench_ddp/rank1_cpu_plain"));
-    EMBER_CHECK(other_cpu3.size() == cpu3.size() && other_cpu4.size() == cpu4.size(),
-                "ember-bench-ddp: rank 1 sent ", other_cpu4.size(), " plain CPU times, expected ", cpu4.size());
-    EMBER_CHECK(other_plain.size() == wall4.size() && other_view.size() == wall5.size(),
-                "ember-bench-ddp: rank 1 sent ", other_plain.size(), " plain step times, expected ", wall4.size());
-    std::vector<double> step2(wall2.size()), cpu_mean2(cpu2.size()), step3(wall3.size()), step4(wall4.size()),
-        step5(wall5.size()), cpu_mean3(cpu3.size()), cpu_mean4(cpu4.size());
-    for (size_t k = 0; k < wall2.size(); ++k) {
-      cpu_mean3[k] = 0.5 * (cpu3[k] + other_cpu3[k]);
-      cpu_mean4[k] = 0.5 * (cpu4[k] + other_cpu4[k]);
-      step2[k] = std::max(wall2[k], other_wall[k]);
-      cpu_mean2[k] = 0.5 * (cpu2[k] + other_cpu[k]);
-      step3[k] = std::max(wall3[k], other_silent[k]);
-      step4[k] = std::max(wall4[k], other_plain[k]);
-      step5[k] = std::max(wall5[k], other_view[k]);
+    EMBER_CHECK(other_cpu3.size() == st3.cpu.size() && other_cpu4.size() == st4.cpu.size(),
+                "ember-bench-ddp: rank 1 sent ", other_cpu4.size(), " plain CPU times, expected ", st4.cpu.size());
+    EMBER_CHECK(other_plain.size() == st4.wall.size() && other_view.size() == st5.wall.size(),
+                "ember-bench-ddp: rank 1 sent ", other_plain.size(), " plain step times, expected ", st4.wall.size());
+    std::vector<double> step2(st2.wall.size()), cpu_mean2(st2.cpu.size()), step3(st3.wall.size()), step4(st4.wall.size()),
+        step5(st5.wall.size()), cpu_mean3(st3.cpu.size()), cpu_mean4(st4.cpu.size());
+    for (size_t k = 0; k < st2.wall.size(); ++k) {
+      cpu_mean3[k] = 0.5 * (st3.cpu[k] + other_cpu3[k]);
+      cpu_mean4[k] = 0.5 * (st4.cpu[k] + other_cpu4[k]);
+      step2[k] = std::max(st2.wall[k], other_wall[k]);
+      cpu_mean2[k] = 0.5 * (st2.cpu[k] + other_cpu[k]);
+      step3[k] = std::max(st3.wall[k], other_silent[k]);
+      step4[k] = std::max(st4.wall[k], other_plain[k]);
+      step5[k] = std::max(st5.wall[k], other_view[k]);
     }
-    const double m1 = median(wall1), m2 = median(step2), m3 = median(step3), m4 = median(step4), m5 = median(step5);
+    const double m1 = median(st1.wall), m2 = median(step2), m3 = median(step3), m4 = median(step4), m5 = median(step5);
     ember_2r = m2;
     std::printf("ddp_step_ms_1r %.3f ms\n", m1);
     std::printf("ddp_step_ms_2r %.3f ms\n", m2);
     std::printf("ddp_scaling_efficiency_2r %.3f ratio\n", m2 > 0 ? m1 / m2 : 0.0);
     std::printf("ddp_overlap_fraction %.3f fraction\n", median(overlap));
-    std::printf("ddp_step_cpu_ms_1r %.3f ms\n", median(cpu1));
+    std::printf("ddp_step_cpu_ms_1r %.3f ms\n", median(st1.cpu));
     std::printf("ddp_step_cpu_ms_2r %.3f ms\n", median(cpu_mean2));
-    std::printf("ddp_cpu_scaling_2r %.3f ratio\n", median(cpu_mean2) > 0 ? median(cpu1) / median(cpu_mean2) : 0.0);
+    std::printf("ddp_cpu_scaling_2r %.3f ratio\n", median(cpu_mean2) > 0 ? median(st1.cpu) / median(cpu_mean2) : 0.0);
     std::printf("ddp_step_ms_2r_no_comm %.3f ms\n", m3);
     std::printf("ddp_no_comm_efficiency_2r %.3f ratio\n", m3 > 0 ? m1 / m3 : 0.0);
     std::printf("ddp_efficiency_vs_no_comm_2r %.3f ratio\n", m2 > 0 ? m3 / m2 : 0.0);
@@ -437,8 +424,8 @@ int run_rank(int rank, int steps, double bucket_cap_mb, bool cpu_bind, int port_
     std::printf("ddp_vs_plain_concurrent_2r %.3f ratio\n", m2 > 0 ? m4 / m2 : 0.0);
     {
       const std::vector<double> other_det = from_bytes(store->get("bench_ddp/rank1_wall_det"));
-      std::vector<double> step6(wall6.size());
-      for (size_t k = 0; k < wall6.size() && k < other_det.size(); ++k) step6[k] = std::max(wall6[k], other_det[k]);
+      std::vector<double> step6(st6.wall.size());
+      for (size_t k = 0; k < st6.wall.size() && k < other_det.size(); ++k) step6[k] = std::max(st6.wall[k], other_det[k]);
       const double m6 = median(step6);
       std::printf("ddp_step_ms_2r_deterministic %.3f ms\n", m6);
       std::printf("deterministic_step_vs_default_ratio_2r %.3f ratio\n", m2 > 0 ? m6 / m2 : 0.0);
@@ -549,10 +536,8 @@ bool reap(std::vector<pid_t> pids, Clock::time_point deadline) {
 int main() {
   ember::bench::start("ember-bench-ddp");
   ::signal(SIGPIPE, SIG_IGN);
-  int steps = 25;
-  if (const char* s = std::getenv("EMBER_BENCH_DDP_STEPS")) steps = std::max(20, std::atoi(s));
-  int timeout_s = 600;
-  if (const char* s = std::getenv("EMBER_BENCH_DDP_TIMEOUT_S")) timeout_s = std::max(10, std::atoi(s));
+  int steps = bench::env_int_at_least("EMBER_BENCH_DDP_STEPS", 25, 20);
+  int timeout_s = bench::env_int_at_least("EMBER_BENCH_DDP_TIMEOUT_S", 600, 10);
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
   double bucket_cap_mb = 25.0;  // DistributedDataParallelOptions' (and PyTorch's) default
   if (const char* s = std::getenv("EMBER_BENCH_DDP_BUCKET_CAP_MB")) bucket_cap_mb = std::max(0.01, std::atof(s));

@@ -144,11 +144,6 @@ std::map<pid_t, double> delta(const std::map<pid_t, double>& before, const std::
   return out;
 }
 
-struct StepTime {
-  double wall_ms;
-  double cpu_ms;
-};
-
 template <class Forward>
 StepTime step_ms(Forward&& forward, optim::Adam& adam, const Batch& b, const std::vector<Device>& sync = {}) {
   double c0 = process_cpu_ms();
@@ -247,8 +242,7 @@ int main(int argc, char** argv) {
   }
   set_num_threads(1);
   const double load_before = load_average_1min();
-  int reps = 30;
-  if (const char* r = std::getenv("EMBER_BENCH_DP_REPS")) reps = std::max(1, std::atoi(r));
+  int reps = ember::bench::env_int_at_least("EMBER_BENCH_DP_REPS", 30, 1);
   if (!gpu_devices.empty()) return run_gpus(gpu_devices, reps);
 
   manual_seed(0);
@@ -327,7 +321,8 @@ int main(int argc, char** argv) {
   }
   const pid_t main_tid = static_cast<pid_t>(syscall(SYS_gettid));
   std::vector<double> t4;  // the deterministic DataParallel
-  std::vector<double> t1, t2, t3, cpu1, cpu2, cpu3, main2, fwd2_0, fwd2_1, other2;
+  StepTimes st1, st2, st3;
+  std::vector<double> main2, fwd2_0, fwd2_1, other2;
   const char* warm_env = std::getenv("EMBER_BENCH_DP_WARM");
   const bool warm = warm_env == nullptr || std::string(warm_env) != "0";
   for (int r = 0; r < reps; ++r) {
@@ -358,12 +353,9 @@ int main(int argc, char** argv) {
     }
     if (warm) step_ms(two_det, adam_det, det_batches[before]);
     t4.push_back(step_ms(two_det, adam_det, det_batches[k]).wall_ms);
-    t3.push_back(s3.wall_ms);
-    cpu3.push_back(s3.cpu_ms);
-    t1.push_back(s1.wall_ms);
-    cpu1.push_back(s1.cpu_ms);
-    t2.push_back(s2.wall_ms);
-    cpu2.push_back(s2.cpu_ms);
+    st3.add(s3);
+    st1.add(s1);
+    st2.add(s2);
     // Where the 2dev step's CPU time went, per thread: the replicas' forwards run on the
     // DataParallel threads "dp-cpu:2" and "dp-cpu:3"; in backward the calling thread runs
     // cpu:2's nodes itself (Note [Engine threads]) and cpu:3's engine worker the rest.
@@ -388,7 +380,7 @@ int main(int argc, char** argv) {
   stop = true;
   go.arrive_and_wait();
   helper.join();
-  double m1 = median(t1), m2 = median(t2), m3 = median(t3);
+  double m1 = median(st1.wall), m2 = median(st2.wall), m3 = median(st3.wall);
   std::printf("# load average %.2f before, %.2f after (2 cores wanted idle); %d repetitions, %s\n", load_before,
               load_average_1min(), reps,
               warm ? "each timed step after an untimed step of the same configuration"
@@ -396,12 +388,12 @@ int main(int argc, char** argv) {
   std::printf("dp_step_ms_1dev %.2f ms\n", m1);
   std::printf("dp_step_ms_2dev %.2f ms\n", m2);
   std::printf("dp_scaling_2dev %.3f x\n", m1 / m2);
-  std::printf("dp_cpu_ms_1dev %.2f ms\n", median(cpu1));
-  std::printf("dp_cpu_ms_2dev %.2f ms\n", median(cpu2));
+  std::printf("dp_cpu_ms_1dev %.2f ms\n", median(st1.cpu));
+  std::printf("dp_cpu_ms_2dev %.2f ms\n", median(st2.cpu));
   std::printf("dp_plain_concurrent_step_ms_2dev %.2f ms\n", m3);
   std::printf("dp_vs_plain_concurrent_2dev %.3f ratio\n", m2 > 0 ? m3 / m2 : 0.0);
-  std::printf("dp_plain_concurrent_cpu_ms_2dev %.2f ms\n", median(cpu3));
-  std::printf("dp_cpu_vs_plain_concurrent_2dev %.3f ratio\n", median(cpu2) > 0 ? median(cpu3) / median(cpu2) : 0.0);
+  std::printf("dp_plain_concurrent_cpu_ms_2dev %.2f ms\n", median(st3.cpu));
+  std::printf("dp_cpu_vs_plain_concurrent_2dev %.3f ratio\n", median(st2.cpu) > 0 ? median(st3.cpu) / median(st2.cpu) : 0.0);
   std::printf("dp_step_ms_2dev_deterministic %.2f ms\n", median(t4));
   std::printf("deterministic_step_vs_default_ratio_2dev %.3f ratio\n", m2 > 0 ? median(t4) / m2 : 0.0);
   std::printf(

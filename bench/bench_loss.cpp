@@ -1,5 +1,5 @@
 // ember-bench-loss: the loss and norm work of a word language model's step on [700 x 5000]
-// float32 logits (issue 20's figures), against PyTorch (bench_loss_torch.py under
+// float32 logits (bench_wordlm.cpp's sizes), against PyTorch (bench_loss_torch.py under
 // /usr/bin/python3, or $EMBER_BENCH_PYTHON) in the same run, runs alternating, on 1 and 2
 // threads: log_softmax forward; log_softmax + nll_loss forward and backward; cross_entropy
 // forward and backward; clip_grad_norm_(max_norm 0.25) over the word LM's parameter shapes
@@ -51,8 +51,7 @@ double time_ms(const std::function<void()>& f) {
 int main() {
   ember::bench::start("ember-bench-loss");
   signal(SIGPIPE, SIG_IGN);
-  int reps = 30;
-  if (const char* s = std::getenv("EMBER_BENCH_LOSS_REPS")) reps = std::max(5, std::atoi(s));
+  int reps = ember::bench::env_int_at_least("EMBER_BENCH_LOSS_REPS", 30, 5);
   manual_seed(0);
   const Tensor x = randn({kRows, kClasses});
   Tensor xg = clone(x).requires_grad_(true);

@@ -8,9 +8,9 @@ word LM's parameter shapes, max_norm 0.25), clip_grad_norm_many (over 120 x [256
 120 x [256]).
 """
 import sys
-import time
 
 import torch
+import torch_peer
 
 
 def main():
@@ -46,24 +46,12 @@ def main():
 
     cases = {"log_softmax": log_softmax, "log_softmax_nll": log_softmax_nll, "cross_entropy": cross_entropy,
              "clip_grad_norm": clip, "clip_grad_norm_many": clip_many}
-    print("ready", torch.__version__, flush=True)
-    for line in sys.stdin:
-        cmd = line.split()
-        if not cmd:
-            continue
-        if cmd[0] == "threads":
-            torch.set_num_threads(int(cmd[1]))
-            print("ok", torch.get_num_threads(), flush=True)
-        elif cmd[0] == "time" and len(cmd) == 2 and cmd[1] in cases:
-            t0 = time.perf_counter()
-            cases[cmd[1]]()
-            print("%.6f" % ((time.perf_counter() - t0) * 1e3), flush=True)
-        elif cmd[0] == "quit":
-            print("bye", flush=True)
-            return
-        else:
-            print("error unknown command", " ".join(cmd), flush=True)
+    def handle(cmd):
+        if cmd[0] == "time" and len(cmd) == 2 and cmd[1] in cases:
+            return torch_peer.timed_ms(cases[cmd[1]])
+        return None
 
+    torch_peer.serve(handle)
 
 if __name__ == "__main__":
     main()

@@ -80,11 +80,8 @@
 
 namespace {
 
-using ember::bench::median;
-
 using namespace ember;
-using Clock = std::chrono::steady_clock;
-using bench::TorchPeer;
+using namespace ember::bench;  // the harness: Clock, median, TorchPeer, ...
 
 constexpr int64_t kVocab = 64, kEmbed = 32, kHidden = 256, kLayers = 2, kBatch = 64, kSteps = 50;
 constexpr int kWarmup = 5;
@@ -380,8 +377,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int steps = 25;
-  if (const char* s = std::getenv("EMBER_BENCH_LSTM_STEPS")) steps = std::max(20, std::atoi(s));
+  int steps = bench::env_int_at_least("EMBER_BENCH_LSTM_STEPS", 25, 20);
   manual_seed(0);
   // Lengths uniform in [10, 50], shared with the PyTorch side so both do the same work.
   std::vector<int64_t> lengths = randint(10, kSteps + 1, {kBatch}).to_vector<int64_t>();

@@ -8,9 +8,9 @@ Commands, one per line: `threads N` (torch.set_num_threads), `warmup K` (K untim
 with one line so the caller can alternate ember and torch steps on a loaded host.
 """
 import sys
-import time
 
 import torch
+import torch_peer
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 VOCAB, EMBED, HIDDEN, LAYERS, T = 64, 32, 256, 2, 50
@@ -47,28 +47,16 @@ def main():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
-    print("ready", torch.__version__, flush=True)
-    for line in sys.stdin:
-        cmd = line.split()
-        if not cmd:
-            continue
-        if cmd[0] == "threads":
-            torch.set_num_threads(int(cmd[1]))
-            print("ok", torch.get_num_threads(), flush=True)
-        elif cmd[0] == "warmup":
+    def handle(cmd):
+        if cmd[0] == "warmup":
             for _ in range(int(cmd[1])):
                 step()
-            print("ok", flush=True)
-        elif cmd[0] == "step":
-            t0 = time.perf_counter()
-            step()
-            print("%.6f" % ((time.perf_counter() - t0) * 1e3), flush=True)
-        elif cmd[0] == "quit":
-            print("bye", flush=True)
-            return
-        else:
-            print("error unknown command", cmd[0], flush=True)
+            return "ok"
+        if cmd[0] == "step":
+            return torch_peer.timed_ms(step)
+        return None
 
+    torch_peer.serve(handle)
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 // ember-bench-serialization: safetensors figures, one `name value unit` line each (medians).
 // The load of a header with 200,000 small tensors (an ~11 MB file) shows that header parsing is
-// linear (issue 19, item 4: the ordered-JSON parser took 80 s); the plain read of the same
+// linear; the plain read of the same
 // file's bytes in the same run is the floor it compares with. Timings are reported, never
 // asserted (bench/CMakeLists.txt).
 #include <time.h>

@@ -152,16 +152,10 @@ double torch_rendezvous_ms(const std::string& python, int n, std::string& versio
                                        std::to_string(kProcs), std::to_string(timeout_s)},
                                       timeout_s, {"RES_OPTIONS=timeout:1 attempts:1"});
   double ms = -1;
-  size_t pos = 0;
-  while (pos < run.output.size()) {
-    size_t end = run.output.find('\n', pos);
-    if (end == std::string::npos) end = run.output.size();
-    const std::string line = run.output.substr(pos, end - pos);
-    pos = end + 1;
-    char ver[128];
+  for (const std::string& line : bench::output_lines(run.output)) {
     double v = 0;
     if (std::sscanf(line.c_str(), "torch_store_rendezvous_ms %lf", &v) == 1) ms = v;
-    if (line.rfind("torch ", 0) == 0 && std::sscanf(line.c_str() + 6, "%127s", ver) == 1) version = ver;
+    bench::parse_torch_line(line, version);
   }
   if (run.timed_out) {
     why = "PyTorch's rendezvous of " + std::to_string(n) + " clients timed out after " + std::to_string(timeout_s) +

@@ -1,5 +1,5 @@
-// ember-bench-wordlm: one training step of the word language model of examples/word_lm at the
-// size issue 20 names: vocabulary 10,000, Embedding 200 -> Dropout 0.2 -> LSTM(200, 200,
+// ember-bench-wordlm: one training step of the word language model of examples/word_lm of this
+// size: vocabulary 10,000, Embedding 200 -> Dropout 0.2 -> LSTM(200, 200,
 // num_layers=2, dropout=0.2) -> Dropout -> Linear(200, 10,000), a chunk of bptt 35 x batch 20,
 // the state detached from the previous step, cross_entropy, clip_grad_norm_(0.25), SGD(lr 20),
 // on 1 and 2 threads. The same program in LibTorch C++ (bench/wordlm_libtorch.cpp against
@@ -35,11 +35,8 @@
 
 namespace {
 
-using ember::bench::median;
-
 using namespace ember;
-using Clock = std::chrono::steady_clock;
-using bench::TorchPeer;
+using namespace ember::bench;  // the harness: Clock, median, TorchPeer, ...
 
 constexpr int64_t kVocab = 10000, kEmbed = 200, kHidden = 200, kLayers = 2, kBptt = 35, kBatch = 20;
 constexpr double kDropout = 0.2, kLr = 20.0, kClip = 0.25;
@@ -85,8 +82,7 @@ struct Step {
 int main() {
   ember::bench::start("ember-bench-wordlm");
   signal(SIGPIPE, SIG_IGN);
-  int steps = 20;
-  if (const char* s = std::getenv("EMBER_BENCH_WORDLM_STEPS")) steps = std::max(5, std::atoi(s));
+  int steps = ember::bench::env_int_at_least("EMBER_BENCH_WORDLM_STEPS", 20, 5);
 
   std::string why;
   const std::string peer_binary = bench::libtorch_peer("wordlm", why);

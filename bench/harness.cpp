@@ -91,6 +91,11 @@ int env_int(const char* name, int fallback) {
   return v > 0 ? v : fallback;
 }
 
+int env_int_at_least(const char* name, int fallback, int at_least) {
+  const char* s = std::getenv(name);
+  return s != nullptr ? std::max(at_least, std::atoi(s)) : fallback;
+}
+
 std::string peers_venv() {
   const char* v = std::getenv("EMBER_PEERS_VENV");
   return v != nullptr && *v != '\0' ? v : EMBER_BENCH_PEERS_VENV;
@@ -217,6 +222,25 @@ std::string one_line(const std::string& s, size_t max_chars) {
   if (t.size() > max_chars) t = "..." + t.substr(t.size() - max_chars);
   for (char& c : t) c = (c == '\n' || c == '\r') ? '|' : c;
   return t;
+}
+
+std::vector<std::string> output_lines(const std::string& output) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < output.size()) {
+    size_t end = output.find('\n', pos);
+    if (end == std::string::npos) end = output.size();
+    lines.push_back(output.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return lines;
+}
+
+bool parse_torch_line(const std::string& line, std::string& version) {
+  char ver[128];
+  if (line.rfind("torch ", 0) != 0 || std::sscanf(line.c_str() + 6, "%127s", ver) != 1) return false;
+  version = ver;
+  return true;
 }
 
 namespace {

@@ -50,6 +50,20 @@ inline double median_ms(int warmup, int reps, const std::function<void()>& f) {
   return median(sample_ms(warmup, reps, f));
 }
 
+// Wall-clock and CPU (this process, every thread) milliseconds of one timed step.
+struct StepTime {
+  double wall_ms = 0, cpu_ms = 0;
+};
+
+// The timed steps of one configuration, in order: their wall and CPU milliseconds.
+struct StepTimes {
+  std::vector<double> wall, cpu;
+  void add(const StepTime& s) {
+    wall.push_back(s.wall_ms);
+    cpu.push_back(s.cpu_ms);
+  }
+};
+
 // /proc/loadavg's three figures ("1.61 0.57 0.21"), or "unknown".
 std::string load_average();
 // Its first figure, or -1.
@@ -60,6 +74,9 @@ void start(const char* program);
 
 // Positive integer from the environment variable `name`, else `fallback`.
 int env_int(const char* name, int fallback);
+// A repetition count from the environment variable `name`: `fallback` when unset, else its
+// value (atoi) raised to at least `at_least`.
+int env_int_at_least(const char* name, int fallback, int at_least);
 
 // The peer environment's directory (may not exist): $EMBER_PEERS_VENV, else <source>/.venv-peers.
 std::string peers_venv();
@@ -86,6 +103,12 @@ BoundedRun run_bounded(const std::vector<std::string>& argv, int timeout_s,
 
 // The last `max_chars` characters of `s` on one line (newlines shown as '|'): for `#` lines.
 std::string one_line(const std::string& s, size_t max_chars = 400);
+
+// The lines of a peer's output, without their '\n' (a last line without one counts too).
+std::vector<std::string> output_lines(const std::string& output);
+// A peer script's `torch <version>` line: sets `version` (its first word, at most 127 characters)
+// and returns true; false, leaving `version` alone, for any other line.
+bool parse_torch_line(const std::string& line, std::string& version);
 
 // Note [LibTorch peer]
 // A C++ peer (bench/<name>_libtorch.cpp, e.g. wordlm, autograd) against one of two LibTorches:

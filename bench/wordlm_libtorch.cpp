@@ -16,6 +16,8 @@
 #include <string>
 #include <tuple>
 
+#include "libtorch_peer_loop.h"
+
 namespace {
 
 constexpr int64_t kVocab = 10000, kEmbed = 200, kHidden = 200, kLayers = 2, kBptt = 35, kBatch = 20;
@@ -71,13 +73,7 @@ int main(int argc, char** argv) {
     optimizer.step();
   };
 
-  std::printf("ready %d.%d.%d\n", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
-  std::fflush(stdout);
-  std::string line;
-  while (std::getline(std::cin, line)) {
-    std::istringstream in(line);
-    std::string cmd;
-    in >> cmd;
+  return ember::bench::serve_commands([&](const std::string& cmd, std::istringstream& in) {
     if (cmd == "threads") {
       int n = 1;
       in >> n;
@@ -96,14 +92,9 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       step();
       std::printf("%.6f\n", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    } else if (cmd == "quit") {
-      std::printf("bye\n");
-      std::fflush(stdout);
-      return 0;
     } else {
-      std::printf("error unknown command %s\n", cmd.c_str());
+      return false;
     }
-    std::fflush(stdout);
-  }
-  return 0;
+    return true;
+  });
 }

@@ -15,15 +15,7 @@ class HashStore : public Store {
   explicit HashStore(int64_t timeout_ms = kDefaultTimeoutMs) : Store(timeout_ms) {}
 
  protected:
-  void set_impl(const std::string& key, const std::vector<uint8_t>& value) override;
-  std::vector<uint8_t> get_impl(const std::string& key, int64_t timeout_ms) override;
-  int64_t add_impl(const std::string& key, int64_t delta) override;
-  std::vector<uint8_t> compare_set_impl(const std::string& key, const std::vector<uint8_t>& expected,
-                                        const std::vector<uint8_t>& desired) override;
-  bool check_impl(const std::vector<std::string>& keys) override;
-  void wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) override;
-  bool delete_key_impl(const std::string& key) override;
-  int64_t num_keys_impl() override;
+  EMBER_STORE_HOOKS_OVERRIDE;
 
  private:
   bool all_present_locked(const std::vector<std::string>& keys) const;

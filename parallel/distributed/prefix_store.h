@@ -18,16 +18,8 @@ class PrefixStore : public Store {
   const std::shared_ptr<Store>& underlying_store() const { return store_; }
 
  protected:
-  void set_impl(const std::string& key, const std::vector<uint8_t>& value) override;
-  std::vector<uint8_t> get_impl(const std::string& key, int64_t timeout_ms) override;
-  int64_t add_impl(const std::string& key, int64_t delta) override;
-  std::vector<uint8_t> compare_set_impl(const std::string& key, const std::vector<uint8_t>& expected,
-                                        const std::vector<uint8_t>& desired) override;
-  bool check_impl(const std::vector<std::string>& keys) override;
-  void wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) override;
-  bool delete_key_impl(const std::string& key) override;
-  /// The underlying store's count (all prefixes), as PyTorch's PrefixStore reports.
-  int64_t num_keys_impl() override;
+  // num_keys(): the underlying store's count (all prefixes), as PyTorch's PrefixStore reports.
+  EMBER_STORE_HOOKS_OVERRIDE;
 
  private:
   std::string join(const std::string& key) const { return prefix_ + "/" + key; }

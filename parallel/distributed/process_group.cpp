@@ -269,17 +269,22 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, int root, Reduc
   return reduce(std::vector<Tensor>{tensor}, root, op);
 }
 
-std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor> outputs, const Tensor& input) {
-  check_tensor("all_gather", input, "input");
-  EMBER_CHECK_T(ValueError, static_cast<int>(outputs.size()) == size_, who(),
-                ": all_gather: expected one output tensor per rank (", size_, "), got ", outputs.size());
-  for (const auto& t : outputs) {
-    check_tensor("all_gather", t, "output");
-    EMBER_CHECK_T(TypeError, t.dtype() == input.dtype(), who(), ": all_gather: output has dtype ",
-                  t.dtype(), " but input has ", input.dtype());
-    EMBER_CHECK_T(ValueError, t.numel() == input.numel(), who(), ": all_gather: output has ",
-                  t.numel(), " elements but input has ", input.numel());
+void ProcessGroup::check_per_rank(const std::string& op, const std::vector<Tensor>& per_rank, const char* per_rank_what,
+                                  const Tensor& one, const char* one_what) const {
+  check_tensor(op, one, one_what);
+  EMBER_CHECK_T(ValueError, static_cast<int>(per_rank.size()) == size_, who(), ": ", op, ": expected one ",
+                per_rank_what, " tensor per rank (", size_, "), got ", per_rank.size());
+  for (const auto& t : per_rank) {
+    check_tensor(op, t, per_rank_what);
+    EMBER_CHECK_T(TypeError, t.dtype() == one.dtype(), who(), ": ", op, ": ", per_rank_what, " has dtype ",
+                  t.dtype(), " but ", one_what, " has ", one.dtype());
+    EMBER_CHECK_T(ValueError, t.numel() == one.numel(), who(), ": ", op, ": ", per_rank_what, " has ", t.numel(),
+                  " elements but ", one_what, " has ", one.numel());
   }
+}
+
+std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor> outputs, const Tensor& input) {
+  check_per_rank("all_gather", outputs, "output", input, "input");
   for (auto& t : outputs) t.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
   OpInfo info = make_info(OpType::ALL_GATHER, {input});
@@ -289,16 +294,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather(std::vector<Tensor> outputs, cons
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, std::vector<Tensor> inputs,
                                                    ReduceOp op) {
-  check_tensor("reduce_scatter", output, "output");
-  EMBER_CHECK_T(ValueError, static_cast<int>(inputs.size()) == size_, who(),
-                ": reduce_scatter: expected one input tensor per rank (", size_, "), got ", inputs.size());
-  for (const auto& t : inputs) {
-    check_tensor("reduce_scatter", t, "input");
-    EMBER_CHECK_T(TypeError, t.dtype() == output.dtype(), who(), ": reduce_scatter: input has dtype ",
-                  t.dtype(), " but output has ", output.dtype());
-    EMBER_CHECK_T(ValueError, t.numel() == output.numel(), who(), ": reduce_scatter: input has ",
-                  t.numel(), " elements but output has ", output.numel());
-  }
+  check_per_rank("reduce_scatter", inputs, "input", output, "output");
   output.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
   OpInfo info = make_info(OpType::REDUCE_SCATTER, {output});
@@ -313,14 +309,25 @@ std::shared_ptr<Work> ProcessGroup::barrier() {
   return run_collective(fp, {}, [&] { return barrier_impl(info); });
 }
 
+void ProcessGroup::check_p2p(const std::string& op, const std::vector<Tensor>& tensors, int peer,
+                             const char* peer_what) const {
+  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": ", op, ": expected at least one tensor");
+  check_rank_arg(op, peer, peer_what, false);
+  for (const auto& t : tensors) check_tensor(op, t, "tensor");
+  check_same_dtype(who(), op, tensors, tensors.front().dtype());
+}
+
+OpInfo ProcessGroup::make_p2p_info(OpType type, const std::vector<Tensor>& tensors, const char* to_or_from, int peer,
+                                   int tag) {
+  OpInfo info = make_info(type, tensors);
+  info.description += to_or_from + std::to_string(peer) + " tag " + std::to_string(tag);
+  return info;
+}
+
 std::shared_ptr<Work> ProcessGroup::send(std::vector<Tensor> tensors, int dst, int tag) {
-  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": send: expected at least one tensor");
-  check_rank_arg("send", dst, "dst", false);
-  for (const auto& t : tensors) check_tensor("send", t, "tensor");
-  check_same_dtype(who(), "send", tensors, tensors.front().dtype());
+  check_p2p("send", tensors, dst, "dst");
   std::lock_guard<std::mutex> lock(call_mutex_);
-  auto info = make_info(OpType::SEND, tensors);
-  info.description += " to rank " + std::to_string(dst) + " tag " + std::to_string(tag);
+  const OpInfo info = make_p2p_info(OpType::SEND, tensors, " to rank ", dst, tag);
   return send_impl(info, std::move(tensors), dst, tag);
 }
 
@@ -329,14 +336,10 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, int tag)
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(std::vector<Tensor> tensors, int src, int tag) {
-  EMBER_CHECK_T(ValueError, !tensors.empty(), who(), ": recv: expected at least one tensor");
-  check_rank_arg("recv", src, "src", false);
-  for (const auto& t : tensors) check_tensor("recv", t, "tensor");
-  check_same_dtype(who(), "recv", tensors, tensors.front().dtype());
+  check_p2p("recv", tensors, src, "src");
   for (auto& t : tensors) t.bump_version();
   std::lock_guard<std::mutex> lock(call_mutex_);
-  auto info = make_info(OpType::RECV, tensors);
-  info.description += " from rank " + std::to_string(src) + " tag " + std::to_string(tag);
+  const OpInfo info = make_p2p_info(OpType::RECV, tensors, " from rank ", src, tag);
   return recv_impl(info, std::move(tensors), src, tag);
 }
 

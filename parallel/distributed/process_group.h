@@ -148,8 +148,16 @@ class ProcessGroup {
 
  private:
   OpInfo make_info(OpType type, const std::vector<Tensor>& tensors);
+  /// make_info's, its description followed by `to_or_from` (" to rank ", " from rank "), peer and tag.
+  OpInfo make_p2p_info(OpType type, const std::vector<Tensor>& tensors, const char* to_or_from, int peer, int tag);
   void check_tensor(const std::string& op, const Tensor& t, const char* what) const;
+  /// all_gather's outputs / reduce_scatter's inputs: one per rank, each with `one`'s dtype and
+  /// number of elements.
+  void check_per_rank(const std::string& op, const std::vector<Tensor>& per_rank, const char* per_rank_what,
+                      const Tensor& one, const char* one_what) const;
   void check_rank_arg(const std::string& op, int r, const char* what, bool allow_self) const;
+  /// send/recv: at least one tensor, all of one dtype; `peer` (dst or src) another rank.
+  void check_p2p(const std::string& op, const std::vector<Tensor>& tensors, int peer, const char* peer_what) const;
 
   /// Numbers nothing: runs the desync check when on, records the call in the flight recorder,
   /// launches it. Called with call_mutex_ held.
@@ -173,5 +181,21 @@ class ProcessGroup {
   uint64_t collective_seq_ = 0;  // guarded by call_mutex_
   uint64_t p2p_seq_ = 0;         // guarded by call_mutex_
 };
+
+/// Declares the backend hooks above (every pure virtual *_impl and check_device) as overrides, in
+/// the protected section of each backend, so their signatures are written once (here and in
+/// ProcessGroup). A new collective's *_impl is added here too; every backend defines them all.
+#define EMBER_PROCESS_GROUP_HOOKS_OVERRIDE                                                                     \
+  std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override; \
+  std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;     \
+  std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,                  \
+                                    ReduceOp op) override;                                                      \
+  std::shared_ptr<Work> all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) override; \
+  std::shared_ptr<Work> reduce_scatter_impl(const OpInfo& info, Tensor output, std::vector<Tensor> inputs,      \
+                                            ReduceOp op) override;                                              \
+  std::shared_ptr<Work> barrier_impl(const OpInfo& info) override;                                              \
+  std::shared_ptr<Work> send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) override;  \
+  std::shared_ptr<Work> recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) override;  \
+  void check_device(const std::string& op, const Tensor& t) const override
 
 }  // namespace ember::parallel

@@ -81,6 +81,20 @@ class Store {
   std::atomic<int64_t> timeout_ms_;
 };
 
+/// Declares the eight hooks above as overrides, in the protected section of a Store
+/// implementation, so their signatures are written once (here and in Store); the implementation
+/// defines all eight.
+#define EMBER_STORE_HOOKS_OVERRIDE                                                                       \
+  void set_impl(const std::string& key, const std::vector<uint8_t>& value) override;                     \
+  std::vector<uint8_t> get_impl(const std::string& key, int64_t timeout_ms) override;                    \
+  int64_t add_impl(const std::string& key, int64_t delta) override;                                      \
+  std::vector<uint8_t> compare_set_impl(const std::string& key, const std::vector<uint8_t>& expected,    \
+                                        const std::vector<uint8_t>& desired) override;                   \
+  bool check_impl(const std::vector<std::string>& keys) override;                                        \
+  void wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) override;                     \
+  bool delete_key_impl(const std::string& key) override;                                                 \
+  int64_t num_keys_impl() override
+
 
 namespace detail {
 /// Parses a counter written by add(); throws ValueError naming key otherwise.

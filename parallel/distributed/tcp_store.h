@@ -59,15 +59,7 @@ class TCPStore : public Store {
   const std::shared_ptr<TCPStoreServer>& server() const { return server_; }
 
  protected:
-  void set_impl(const std::string& key, const std::vector<uint8_t>& value) override;
-  std::vector<uint8_t> get_impl(const std::string& key, int64_t timeout_ms) override;
-  int64_t add_impl(const std::string& key, int64_t delta) override;
-  std::vector<uint8_t> compare_set_impl(const std::string& key, const std::vector<uint8_t>& expected,
-                                        const std::vector<uint8_t>& desired) override;
-  bool check_impl(const std::vector<std::string>& keys) override;
-  void wait_impl(const std::vector<std::string>& keys, int64_t timeout_ms) override;
-  bool delete_key_impl(const std::string& key) override;
-  int64_t num_keys_impl() override;
+  EMBER_STORE_HOOKS_OVERRIDE;
 
  private:
   using ConnectionPtr = std::unique_ptr<detail::ClientConnection>;

@@ -4,6 +4,7 @@
 #include "data/batch_codec.h"
 #include "data/collate.h"
 #include "data/pad_collate.h"
+#include "tests/support/error_text.h"
 
 namespace ember::data {
 namespace {
@@ -80,12 +81,10 @@ TEST(PadCollate, TimeMajorByDefault) {
 // Issue 19, item 1: batch sizes are checked products, never a wrapped-around allocation.
 TEST(PadCollate, OverflowingBatchIsValueErrorNamingPadCollate) {
   Tensor huge = native::expand(zeros({1}, TensorOptions(kInt64)), {int64_t{1} << 59});  // a legal view
-  try {
+  const std::string err = support::error_of<ValueError>([&] {
     PadCollate()({huge, huge, huge, huge, huge, huge, huge, huge});
-    FAIL() << "no error";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("PadCollate: shape"), std::string::npos) << e.what();
-  }
+  });
+  EXPECT_NE(err.find("PadCollate: shape"), std::string::npos) << err;
 }
 
 TEST(DefaultCollate, OverflowingStackIsValueError) {

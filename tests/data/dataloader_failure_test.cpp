@@ -21,6 +21,7 @@
 #include "data/detail/worker_reply.h"
 #include "data/worker_info.h"
 #include "tests/data/test_util.h"
+#include "tests/support/error_text.h"
 
 namespace ember::data {
 namespace {
@@ -61,15 +62,12 @@ std::shared_ptr<Faulty> faulty(Faulty::Mode m, size_t at) {
 template <typename Loader>
 int batches_before_value_error(Loader& loader, std::string* error) {
   int seen = 0;
-  try {
+  *error = support::error_of<ValueError>([&] {
     for (auto& b : loader) {
       EXPECT_EQ(ints_first(b), seen);
       ++seen;
     }
-    ADD_FAILURE() << "no exception";
-  } catch (const ValueError& e) {
-    *error = e.what();
-  }
+  });
   return seen;
 }
 
@@ -110,29 +108,20 @@ TEST(DataLoaderFailure, IteratorContinuesAfterACaughtWorkerException) {
 
 TEST(DataLoaderFailure, KilledWorkerIsReportedWithPidAndSignal) {
   DataLoader loader(faulty(Faulty::kKillAt, 3), DataLoaderOptions{.num_workers = 2});
-  try {
-    for (auto& b : loader) (void)b;
-    FAIL() << "no exception";
-  } catch (const Error& e) {
-    std::string msg = e.what();
-    EXPECT_TRUE(std::regex_search(
-        msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) was killed by signal 9 \\(SIGKILL\\)")))
-        << msg;
-  }
+  const std::string msg = support::error_of<Error>([&] { for (auto& b : loader) (void)b; });
+  EXPECT_TRUE(std::regex_search(
+      msg, std::regex("^DataLoader worker 1 \\(pid [0-9]+\\) was killed by signal 9 \\(SIGKILL\\)")))
+      << msg;
   expect_clean();
 }
 
 TEST(DataLoaderFailure, TimeoutRaisesTimeoutError) {
   DataLoader loader(faulty(Faulty::kSleepAt, 1), DataLoaderOptions{.num_workers = 2, .timeout_ms = 200});
   auto t0 = std::chrono::steady_clock::now();
-  try {
-    for (auto& b : loader) (void)b;
-    FAIL() << "no exception";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("timed out after 200 ms waiting for batch 1 from DataLoader worker 1"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string err = support::error_of<TimeoutError>([&] { for (auto& b : loader) (void)b; });
+  EXPECT_NE(err.find("timed out after 200 ms waiting for batch 1 from DataLoader worker 1"),
+            std::string::npos)
+      << err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(2900));
   expect_clean();
 }
@@ -169,15 +158,11 @@ TEST(DataLoaderFailure, WorkerInitFnExceptionIsReported) {
     if (id == 0) EMBER_THROW(Error, "cannot open shard");
   };
   DataLoader loader(faulty(Faulty::kNone, 0), o);
-  try {
-    for (auto& b : loader) (void)b;
-    FAIL() << "no exception";
-  } catch (const Error& e) {
-    EXPECT_TRUE(std::regex_search(std::string(e.what()),
-                                  std::regex("^DataLoader worker 0 \\(pid [0-9]+\\) raised: worker_init_fn: cannot "
-                                             "open shard")))
-        << e.what();
-  }
+  const std::string err = support::error_of<Error>([&] { for (auto& b : loader) (void)b; });
+  EXPECT_TRUE(std::regex_search(err,
+                                std::regex("^DataLoader worker 0 \\(pid [0-9]+\\) raised: worker_init_fn: cannot "
+                                           "open shard")))
+      << err;
   expect_clean();
 }
 
@@ -190,14 +175,10 @@ TEST(DataLoaderFailure, FullSharedMemoryIsAClearErrorNotSigbus) {
     ::setrlimit(RLIMIT_FSIZE, &lim);
   };
   DataLoader loader(faulty(Faulty::kNone, 0), o);
-  try {
-    for (auto& b : loader) (void)b;
-    FAIL() << "no exception";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("DataLoader worker 0: no shared memory left for a 0.1 MB batch"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string err = support::error_of<Error>([&] { for (auto& b : loader) (void)b; });
+  EXPECT_NE(err.find("DataLoader worker 0: no shared memory left for a 0.1 MB batch"),
+            std::string::npos)
+      << err;
   expect_clean();
 }
 

@@ -16,26 +16,16 @@
 #include "nn/optim/adam.h"
 #include "parallel/data_parallel.h"
 #include "parallel/deterministic_reducer.h"
+#include "tests/parallel/deterministic_shards_util.h"
+#include "tests/support/error_text.h"
 
 using namespace ember;
 using parallel::DataParallel;
 using parallel::DataParallelOptions;
+using namespace parallel::test;  // Net, rows, kShards, same_bits (deterministic_shards_util.h)
 using ::testing::HasSubstr;
 
 namespace {
-
-constexpr int kShards = 8;
-constexpr int64_t kShardRows = 5;
-
-struct Net : nn::Cloneable<Net> {
-  std::shared_ptr<nn::LinearImpl> fc1, fc2;
-  Net() : Cloneable("Net") { reset(); }
-  void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 32));
-    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(32, 3));
-  }
-  Tensor forward(const Tensor& x) { return fc2->forward(tanh(fc1->forward(x))); }
-};
 
 // One shard's own mean loss, shape [1] so that DataParallel gathers the shards' losses.
 struct ShardLoss : nn::Cloneable<ShardLoss> {
@@ -47,33 +37,16 @@ struct ShardLoss : nn::Cloneable<ShardLoss> {
   }
 };
 
-Tensor rows(uint64_t seed, int step, int64_t n, int64_t cols) {
-  Generator g(seed + static_cast<uint64_t>(step));
-  Tensor t = randn({n, cols}, {}, &g);
-  return native::mul(t, scalar_tensor(static_cast<double>(step % 3 + 1)));  // magnitudes vary by step
-}
-
 std::vector<Device> cpus(int n) {
   std::vector<Device> d;
   for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
   return d;
 }
 
-using Bits = std::vector<std::vector<float>>;
-
 Bits values(const std::vector<Tensor>& ts) {
   Bits out;
   for (const auto& t : ts) out.push_back(t.to_vector<float>());
   return out;
-}
-
-bool same_bits(const Bits& a, const Bits& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  }
-  return true;
 }
 
 // `steps` Adam steps of a loss over the gathered outputs, DataParallel over `devices` CPU
@@ -168,13 +141,9 @@ TEST(DataParallelDeterministic, BadOptionsAndBatchesAreTypedErrors) {
   EXPECT_THROW(DataParallel<Net>(net, o), ValueError);
   o.num_shards = 4;
   DataParallel<Net> dp(net, o);
-  try {
-    dp(rows(1, 0, 6, 6));
-    ADD_FAILURE() << "expected a ValueError about the batch";
-  } catch (const ValueError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("the batch has 6 samples"));
-    EXPECT_THAT(e.what(), HasSubstr("expected a positive multiple of num_shards 4"));
-  }
+  const std::string err = support::error_of<ValueError>([&] { dp(rows(1, 0, 6, 6)); });
+  EXPECT_THAT(err, HasSubstr("the batch has 6 samples"));
+  EXPECT_THAT(err, HasSubstr("expected a positive multiple of num_shards 4"));
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
 #include "tests/parallel/faq_lstm.h"
+#include "tests/support/error_text.h"
 
 namespace ember::parallel {
 namespace {
@@ -310,12 +311,8 @@ TEST(ScatterArgs, EachArgumentAlongItsOwnDim) {
   EXPECT_EQ(std::get<2>(parts[1]), 7.5);
   EXPECT_EQ(std::get<3>(parts[1]), "tag");
   // The lengths split on dim 1 of x but dim 0 of lengths only when told so.
-  try {
-    scatter_args(cpus(2), ScatterSpec{}, x, lengths);
-    FAIL() << "expected a batch size mismatch";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("set scatter_dims"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<ValueError>([&] { scatter_args(cpus(2), ScatterSpec{}, x, lengths); });
+  EXPECT_NE(err.find("set scatter_dims"), std::string::npos) << err;
 }
 
 TEST(ScatterArgs, VectorsAndTuplesOfTensorsAreSplit) {
@@ -401,12 +398,8 @@ TEST(Replicate, InPlaceChangeOfTheOriginalBeforeBackwardIsReported) {
     NoGradGuard no_grad;
     native::add_(m->fc2->weight, 1.0);  // as an optimizer step would (fc2's backward needs it)
   }
-  try {
-    sum(out).backward();
-    FAIL() << "expected the saved-tensor version error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<Error>([&] { sum(out).backward(); });
+  EXPECT_NE(err.find("modified by an inplace operation"), std::string::npos) << err;
 }
 
 TEST(Replicate, UnderNoGradReplicasAreDetached) {
@@ -469,13 +462,9 @@ TEST(ParallelApply, TheLowestFailingReplicaIsReported) {
   auto fail = [](int i) {
     return [i] { EMBER_THROW(IndexError, "replica ", i, " failed"); };
   };
-  try {
-    parallel_run({[] {}, fail(1), fail(2)}, cpus(3));
-    FAIL() << "expected an error";
-  } catch (const IndexError& e) {
-    EXPECT_EQ(std::string(e.what()).rfind("Caught IndexError in replica 1 on device cpu:1: replica 1 failed", 0), 0u)
-        << e.what();
-  }
+  const std::string err = support::error_of<IndexError>([&] { parallel_run({[] {}, fail(1), fail(2)}, cpus(3)); });
+  EXPECT_EQ(err.rfind("Caught IndexError in replica 1 on device cpu:1: replica 1 failed", 0), 0u)
+      << err;
 }
 
 // The replica's error keeps its check's location in where() and its message() is the text
@@ -589,17 +578,12 @@ TEST_P(DataParallelOnDevices, UnequalReplicaLengthsNameTotalLengthWhichFixesThem
   lens[0] = 6;  // replica 0 has the longest sequence, the others are shorter
   Tensor lengths = from_vector<int64_t>(lens);
   DataParallel<Unpadded> dp(m, devices());
-  try {
-    dp(x, lengths, std::optional<int64_t>());
-    FAIL() << "expected the unequal-length error";
-  } catch (const ValueError& e) {
-    std::string msg = e.what();
-    EXPECT_NE(msg.find("gather: outputs of replicas have different sizes in dimension 1 ([2, 6, 2] on cpu:0 vs [2, 2, 2] "
-                       "on cpu:1)"),
-              std::string::npos)
-        << msg;
-    EXPECT_NE(msg.find("total_length"), std::string::npos) << msg;
-  }
+  const std::string msg = support::error_of<ValueError>([&] { dp(x, lengths, std::optional<int64_t>()); });
+  EXPECT_NE(msg.find("gather: outputs of replicas have different sizes in dimension 1 ([2, 6, 2] on cpu:0 vs [2, 2, 2] "
+                     "on cpu:1)"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("total_length"), std::string::npos) << msg;
   Tensor out = dp(x, lengths, std::optional<int64_t>(6));
   expect_near(out, m->forward(x, lengths, 6));
 }
@@ -609,25 +593,16 @@ TEST_P(DataParallelOnDevices, ReplicaExceptionNamesReplicaAndDevice) {
   Device bad = Device::cpu(last);
   DataParallel<Thrower> dp(std::make_shared<Thrower>(bad, false), devices());
   Tensor x = ones({GetParam(), 2});
-  try {
-    dp(x);
-    FAIL() << "expected the replica's error";
-  } catch (const ValueError& e) {  // the same type as thrown in the replica
-    std::string msg = e.what();
-    std::string expected = "Caught ValueError in replica " + std::to_string(last) + " on device cpu:" +
-                           std::to_string(last) + ": bad batch on purpose";
-    EXPECT_EQ(msg.rfind(expected, 0), 0u) << msg;
-  }
+  const std::string msg = support::error_of<ValueError>([&] { dp(x); });  // the type thrown in the replica
+  const std::string expected = "Caught ValueError in replica " + std::to_string(last) + " on device cpu:" +
+                               std::to_string(last) + ": bad batch on purpose";
+  EXPECT_EQ(msg.rfind(expected, 0), 0u) << msg;
   DataParallel<Thrower> dp2(std::make_shared<Thrower>(bad, true), devices());
-  try {
-    dp2(x);
-    FAIL() << "expected the replica's error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Caught std::runtime_error in replica " + std::to_string(last) + " on device cpu:" +
-                                         std::to_string(last) + ": plain std error on purpose"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string err = support::error_of<Error>([&] { dp2(x); });
+  EXPECT_NE(err.find("Caught std::runtime_error in replica " + std::to_string(last) + " on device cpu:" +
+                                       std::to_string(last) + ": plain std error on purpose"),
+            std::string::npos)
+      << err;
   // The device threads survive a failed call.
   DataParallel<Affine> ok(std::make_shared<Affine>(2, 2), devices());
   EXPECT_NO_THROW(ok(x));
@@ -720,15 +695,10 @@ TEST_P(PackedLstmOnDevices, OutputsAndGradientsEqualTheSingleDeviceRun) {
 TEST_P(PackedLstmOnDevices, WithoutTotalLengthReplicasDisagreeAndTheErrorSaysSo) {
   auto [x, lengths] = sequence_batch(6, 5, batch_first(), 70);
   auto dp = wrap(std::make_shared<PackedLstm>(batch_first(), /*use_total_length=*/false));
-  try {
-    (*dp)(x, lengths);
-    FAIL() << "expected the unequal-length error";
-  } catch (const ValueError& e) {
-    std::string msg = e.what();
-    std::string dim = batch_first() ? "dimension 1" : "dimension 0";
-    EXPECT_NE(msg.find("gather: outputs of replicas have different sizes in " + dim), std::string::npos) << msg;
-    EXPECT_NE(msg.find("pass total_length=<padded input length> to pad_packed_sequence"), std::string::npos) << msg;
-  }
+  const std::string msg = support::error_of<ValueError>([&] { (*dp)(x, lengths); });
+  std::string dim = batch_first() ? "dimension 1" : "dimension 0";
+  EXPECT_NE(msg.find("gather: outputs of replicas have different sizes in " + dim), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pass total_length=<padded input length> to pad_packed_sequence"), std::string::npos) << msg;
   // The FAQ's fix: pad every replica's output to the input's length.
   auto fixed = std::make_shared<PackedLstm>(batch_first(), /*use_total_length=*/true);
   Tensor out = (*wrap(fixed))(x, lengths);
@@ -832,14 +802,10 @@ TEST(DataParallel, ScatterDimsWithMoreEntriesThanArgumentsIsValueError) {
   auto m = std::make_shared<Affine>(3, 2);
   DataParallel<Affine> dp(m, cpus(2));
   dp.scatter_dims({0, 1});
-  try {
-    dp(seeded_randn({4, 3}, 21));
-    FAIL() << "expected a ValueError";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("scatter_dims [0, 1] has 2 entries but forward got 1 arguments"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string err = support::error_of<ValueError>([&] { dp(seeded_randn({4, 3}, 21)); });
+  EXPECT_NE(err.find("scatter_dims [0, 1] has 2 entries but forward got 1 arguments"),
+            std::string::npos)
+      << err;
   DataParallel<Affine> one(m, {Device::cpu(0)});  // the single-device pass-through checks it too
   one.scatter_dims({0, 0});
   EXPECT_THROW(one(seeded_randn({4, 3}, 21)), ValueError);
@@ -851,15 +817,11 @@ TEST(DataParallel, ModuleMustBeOnTheFirstDevice) {
   auto m = std::make_shared<Affine>(3, 2);
   m->to(Device::cpu(1));
   DataParallel<Affine> dp(m, cpus(2));
-  try {
-    dp(seeded_randn({4, 3}, 19));
-    FAIL() << "expected the device error";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("module must have its parameters and buffers on device cpu:0 (device_ids[0]) "
-                                         "but found one of them on device: cpu:1"),
-              std::string::npos)
-        << e.what();
-  }
+  const std::string err = support::error_of<ValueError>([&] { dp(seeded_randn({4, 3}, 19)); });
+  EXPECT_NE(err.find("module must have its parameters and buffers on device cpu:0 (device_ids[0]) "
+                                       "but found one of them on device: cpu:1"),
+            std::string::npos)
+      << err;
 }
 
 TEST(DataParallel, OutputDeviceAndDefaults) {

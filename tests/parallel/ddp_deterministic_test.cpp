@@ -21,27 +21,17 @@
 #include "nn/optim/adam.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/zero_redundancy_optimizer.h"
+#include "tests/parallel/deterministic_shards_util.h"
 #include "tcp_groups.h"
+#include "tests/support/error_text.h"
 
 using namespace ember;
 using parallel::DistributedDataParallel;
 using parallel::DistributedDataParallelOptions;
+using namespace parallel::test;  // Net, rows, kShards, same_bits (deterministic_shards_util.h)
 using ::testing::HasSubstr;
 
 namespace {
-
-constexpr int kShards = 8;
-constexpr int64_t kShardRows = 5;
-
-struct Net : nn::Cloneable<Net> {
-  std::shared_ptr<nn::LinearImpl> fc1, fc2;
-  Net() : Cloneable("Net") { reset(); }
-  void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 32));
-    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(32, 3));
-  }
-  Tensor forward(const Tensor& x) { return fc2->forward(tanh(fc1->forward(x))); }
-};
 
 std::shared_ptr<Net> make_net() {
   static std::mutex mu;  // manual_seed + initialization through the process-wide generator
@@ -50,14 +40,33 @@ std::shared_ptr<Net> make_net() {
   return std::make_shared<Net>();
 }
 
-Tensor rows(uint64_t seed, int step, int64_t n, int64_t cols) {
-  Generator g(seed + static_cast<uint64_t>(step));
-  Tensor t = randn({n, cols}, {}, &g);
-  return native::mul(t, scalar_tensor(static_cast<double>(step % 3 + 1)));  // magnitudes vary by step
-}
-
 // Shards [first, last) of `world` ranks over kShards: contiguous, sizes differing by at most one.
 std::pair<int, int> shard_range(int rank, int world) { return {rank * kShards / world, (rank + 1) * kShards / world}; }
+
+// DDP's options for kShards shards, deterministic or not.
+DistributedDataParallelOptions sharded(bool deterministic) {
+  DistributedDataParallelOptions o;
+  o.deterministic = deterministic;
+  o.num_shards = kShards;
+  return o;
+}
+
+// The backward of each of shards [first, last) of rows x -> y, one after another; only the last
+// synchronizes (the others under no_sync()).
+void backward_shards(DistributedDataParallel<Net>& ddp, const Tensor& x, const Tensor& y, int first, int last) {
+  for (int k = first; k < last; ++k) {
+    auto run = [&] {
+      Tensor out = ddp(native::narrow(x, 0, k * kShardRows, kShardRows));
+      nn::functional::mse_loss(out, native::narrow(y, 0, k * kShardRows, kShardRows)).backward();
+    };
+    if (k + 1 < last) {
+      auto guard = ddp.no_sync();
+      run();
+    } else {
+      run();
+    }
+  }
+}
 
 // Trains `steps` Adam steps on every rank; returns rank 0's parameters, as raw bits.
 std::vector<std::vector<float>> train(int world, bool deterministic, int steps, int threads = 1, bool zero = false) {
@@ -68,11 +77,8 @@ std::vector<std::vector<float>> train(int world, bool deterministic, int steps, 
   set_num_threads(threads);
   parallel::test::on_ranks(groups, [&](parallel::ProcessGroupTCP& pg) {
     auto net = make_net();
-    DistributedDataParallelOptions o;
-    o.deterministic = deterministic;
-    o.num_shards = kShards;
     std::shared_ptr<parallel::ProcessGroup> group(&pg, [](parallel::ProcessGroup*) {});
-    DistributedDataParallel<Net> ddp(net, group, o);
+    DistributedDataParallel<Net> ddp(net, group, sharded(deterministic));
     std::unique_ptr<parallel::ZeroRedundancyOptimizer> zero_opt;
     std::unique_ptr<optim::Adam> adam;
     if (zero) {
@@ -87,18 +93,7 @@ std::vector<std::vector<float>> train(int world, bool deterministic, int steps, 
       zero ? zero_opt->zero_grad() : adam->zero_grad();
       const Tensor x = rows(100, s, kShards * kShardRows, 6), y = rows(900, s, kShards * kShardRows, 3);
       if (deterministic) {
-        for (int k = first; k < last; ++k) {
-          auto run = [&] {
-            Tensor out = ddp(native::narrow(x, 0, k * kShardRows, kShardRows));
-            nn::functional::mse_loss(out, native::narrow(y, 0, k * kShardRows, kShardRows)).backward();
-          };
-          if (k + 1 < last) {
-            auto guard = ddp.no_sync();
-            run();
-          } else {
-            run();
-          }
-        }
+        backward_shards(ddp, x, y, first, last);
       } else {  // the default mode: each rank one batch of its shards' rows, AVG over ranks
         const int64_t r0 = first * kShardRows, n = (last - first) * kShardRows;
         nn::functional::mse_loss(ddp(native::narrow(x, 0, r0, n)), native::narrow(y, 0, r0, n)).backward();
@@ -122,11 +117,8 @@ std::vector<std::vector<std::vector<float>>> train_uneven(int world) {
   std::vector<std::vector<std::vector<float>>> out(static_cast<size_t>(world));
   parallel::test::on_ranks(groups, [&](parallel::ProcessGroupTCP& pg) {
     auto net = make_net();
-    DistributedDataParallelOptions o;
-    o.deterministic = true;
-    o.num_shards = kShards;
     std::shared_ptr<parallel::ProcessGroup> group(&pg, [](parallel::ProcessGroup*) {});
-    DistributedDataParallel<Net> ddp(net, group, o);
+    DistributedDataParallel<Net> ddp(net, group, sharded(true));
     optim::Adam adam(net->parameters(), optim::AdamOptions(0.01));
     const auto [first, last] = shard_range(pg.rank(), world);
     const int steps = first >= 4 ? kShortSteps : kSteps;
@@ -134,33 +126,13 @@ std::vector<std::vector<std::vector<float>>> train_uneven(int world) {
       for (int s = 0; s < steps; ++s) {
         adam.zero_grad();
         const Tensor x = rows(100, s, kShards * kShardRows, 6), y = rows(900, s, kShards * kShardRows, 3);
-        for (int k = first; k < last; ++k) {
-          auto run = [&] {
-            Tensor out = ddp(native::narrow(x, 0, k * kShardRows, kShardRows));
-            nn::functional::mse_loss(out, native::narrow(y, 0, k * kShardRows, kShardRows)).backward();
-          };
-          if (k + 1 < last) {
-            auto guard = ddp.no_sync();
-            run();
-          } else {
-            run();
-          }
-        }
+        backward_shards(ddp, x, y, first, last);
         adam.step();
       }
     });
     for (auto& p : net->parameters()) out[static_cast<size_t>(pg.rank())].push_back(p.to_vector<float>());
   });
   return out;
-}
-
-bool same_bits(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].size() != b[i].size() || std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) != 0)
-      return false;
-  }
-  return true;
 }
 
 TEST(DdpDeterministic, SameBitsAtEveryWorldSizeAndThreadCount) {
@@ -230,12 +202,8 @@ TEST(DdpDeterministic, ErrorsAreTyped) {
     EXPECT_THROW(ddp.register_comm_hook(parallel::bf16_compress_hook()), ValueError);
     // One shard per rank where the job said 4: every rank sees the same count and throws.
     Tensor x = rows(1, 0, 3, 6);
-    try {
-      ember::sum(ddp(x)).backward();
-      ADD_FAILURE() << "expected a ValueError about the shard count";
-    } catch (const ValueError& e) {
-      EXPECT_THAT(e.what(), HasSubstr("ran 2 shard backward passes in this step, but num_shards is 4"));
-    }
+    const std::string err = support::error_of<ValueError>([&] { ember::sum(ddp(x)).backward(); });
+    EXPECT_THAT(err, HasSubstr("ran 2 shard backward passes in this step, but num_shards is 4"));
     // NaN in one rank's shard: every rank's gradient of that parameter is NaN, the others finite.
     net->zero_grad();
     for (int k = 0; k < 2; ++k) {

@@ -24,6 +24,7 @@
 #include "parallel/distributed/tcp/process_group_tcp.h"
 #include "tests/parallel/process_group_test_util.h"
 #include "tests/parallel/tcp_groups.h"
+#include "tests/support/error_text.h"
 
 namespace ember::parallel {
 namespace {
@@ -204,12 +205,8 @@ TEST(ProcessGroupTCP, WaitTimeoutLeavesTheCollectiveRunningAndTheGroupUsable) {
       pg.all_reduce(t)->wait();
     } else {
       auto work = pg.all_reduce(t);
-      try {
-        work->wait(50);
-        ADD_FAILURE() << "wait(50) returned although rank 1 had not joined";
-      } catch (const TimeoutError& e) {
-        EXPECT_NE(std::string(e.what()).find("all_reduce #1"), std::string::npos) << e.what();
-      }
+      const std::string err = support::error_of<TimeoutError>([&] { work->wait(50); });
+      EXPECT_NE(err.find("all_reduce #1"), std::string::npos) << err;
       EXPECT_FALSE(work->is_completed());
       EXPECT_EQ(work->exception(), nullptr);
       rank0_timed_out = true;
@@ -251,20 +248,11 @@ TEST(ProcessGroupTCP, MismatchedCollectivesFailWithDistributedErrorNamingBoth) {
   on_ranks(groups, [&](ProcessGroupTCP& pg) {
     Tensor t = zeros({8});
     auto work = pg.rank() == 0 ? pg.all_reduce(t) : pg.broadcast(t, 0);
-    try {
-      work->wait();
-      ADD_FAILURE() << "mismatched collectives succeeded";
-    } catch (const DistributedError& e) {
-      messages[pg.rank()] = e.what();
-    }
+    messages[pg.rank()] = support::error_of<DistributedError>([&] { work->wait(); });
     EXPECT_TRUE(pg.is_broken());
     // A broken group fails later operations at once, with the first reason.
-    try {
-      pg.barrier()->wait();
-      ADD_FAILURE() << "a broken group ran a barrier";
-    } catch (const DistributedError& e) {
-      EXPECT_NE(std::string(e.what()).find("broken"), std::string::npos) << e.what();
-    }
+    const std::string err = support::error_of<DistributedError>([&] { pg.barrier()->wait(); });
+    EXPECT_NE(err.find("broken"), std::string::npos) << err;
   });
   // The rank that read the other's header says what both called; the other one sees the
   // connection close as its peer breaks the group.
@@ -288,12 +276,7 @@ TEST_P(TcpMismatchedRoots, FailEveryRankNamingBothRoots) {
     // Rank 1 names itself the root, everyone else rank 0.
     const int root = pg.rank() == 1 ? 1 : 0;
     Tensor t = ones({numel});
-    try {
-      (type == OpType::BROADCAST ? pg.broadcast(t, root) : pg.reduce(t, root))->wait();
-      ADD_FAILURE() << "rank " << pg.rank() << ": mismatched roots succeeded";
-    } catch (const DistributedError& e) {
-      messages[pg.rank()] = e.what();
-    }
+    messages[pg.rank()] = support::error_of<DistributedError>([&] { (type == OpType::BROADCAST ? pg.broadcast(t, root) : pg.reduce(t, root))->wait(); });
   });
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "failed only at the timeout";
   const std::string name = op_type_name(type);
@@ -383,12 +366,8 @@ TEST(ProcessGroupTCP, SendRecvSizeMismatchIsADistributedError) {
     if (pg.rank() == 0) {
       pg.send(zeros({10}), 1, 0)->wait();
     } else {
-      try {
-        pg.recv(zeros({12}), 0, 0)->wait();
-        ADD_FAILURE() << "size mismatch not detected";
-      } catch (const DistributedError& e) {
-        EXPECT_NE(std::string(e.what()).find("40 bytes"), std::string::npos) << e.what();
-      }
+      const std::string err = support::error_of<DistributedError>([&] { pg.recv(zeros({12}), 0, 0)->wait(); });
+      EXPECT_NE(err.find("40 bytes"), std::string::npos) << err;
     }
   });
 }
@@ -418,14 +397,10 @@ TEST(ProcessGroupTCP, HungPeerTimesOutWithDistributedErrorNamingRankAndCollectiv
   on_ranks(groups, [&](ProcessGroupTCP& pg) {
     if (pg.rank() == 2) return;
     Tensor t = zeros({1 << 20});
-    try {
-      pg.all_reduce(t)->wait();
-      ADD_FAILURE() << "all_reduce finished without rank 2";
-    } catch (const DistributedError& e) {
-      messages[pg.rank()] = e.what();
-      EXPECT_NE(messages[pg.rank()].find("all_reduce #1"), std::string::npos) << messages[pg.rank()];
-      EXPECT_NE(messages[pg.rank()].find("tcp rank " + std::to_string(pg.rank())), std::string::npos);
-    }
+    const std::string err = support::error_of<DistributedError>([&] { pg.all_reduce(t)->wait(); });
+    messages[pg.rank()] = err;
+    EXPECT_NE(messages[pg.rank()].find("all_reduce #1"), std::string::npos) << messages[pg.rank()];
+    EXPECT_NE(messages[pg.rank()].find("tcp rank " + std::to_string(pg.rank())), std::string::npos);
   });
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // Each rank names the peer it waited for: rank 0 waits for rank 2 (its ring predecessor);
@@ -444,12 +419,8 @@ TEST(ProcessGroupTCP, AbortFailsPendingOperationsHereAndOnPeers) {
   EXPECT_TRUE(groups[0]->is_broken());
   EXPECT_NE(groups[0]->broken_reason().find("test abort"), std::string::npos);
   // The peer's next collective sees the closed connection.
-  try {
-    groups[1]->all_reduce(t1)->wait();
-    ADD_FAILURE() << "peer did not notice the abort";
-  } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<DistributedError>([&] { groups[1]->all_reduce(t1)->wait(); });
+  EXPECT_NE(err.find("rank 0"), std::string::npos) << err;
 }
 
 TEST(ProcessGroupTCP, DestroyingAGroupWithPendingWorkFailsIt) {
@@ -538,12 +509,10 @@ TEST(ProcessGroupTCP, SilentStrangersDoNotDelayRendezvous) {
 
 TEST(ProcessGroupTCP, RendezvousTimesOutNamingTheMissingRank) {
   auto store = std::make_shared<HashStore>();
-  try {
+  const std::string err = support::error_of<Error>([&] {
     ProcessGroupTCP pg(store, 1, 2, fast_options(300));  // rank 0 never comes
-    ADD_FAILURE() << "rendezvous without rank 0 succeeded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tcp/"), std::string::npos) << e.what();
-  }
+  });
+  EXPECT_NE(err.find("tcp/"), std::string::npos) << err;
 }
 
 // CUDA tensors: collectives stage them through the host, send/recv reject them

@@ -19,20 +19,9 @@
 #include <thread>
 #include <vector>
 
-namespace ember::parallel::test {
+#include "tests/support/free_port.h"
 
-/// A port that was free a moment ago.
-inline uint16_t probe_free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+namespace ember::parallel::test {
 
 struct RankResult {
   pid_t pid = -1;
@@ -61,7 +50,7 @@ struct StoreSetup {
 inline std::vector<RankResult> run_ranks(int n, const std::function<std::pair<int, std::string>(int rank)>& body,
                                          int timeout_s = 60, const std::vector<int>& kill_when_others_done = {},
                                          const StoreSetup& store = {}) {
-  const uint16_t port = store.port != 0 ? store.port : probe_free_port();
+  const uint16_t port = store.port != 0 ? store.port : support::free_port();
   std::vector<RankResult> results(static_cast<size_t>(n));
   std::vector<int> fds(static_cast<size_t>(n), -1);
   std::vector<pid_t> pids;

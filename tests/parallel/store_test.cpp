@@ -19,6 +19,8 @@
 #include "parallel/distributed/hash_store.h"
 #include "parallel/distributed/prefix_store.h"
 #include "parallel/distributed/tcp_store.h"
+#include "tests/parallel/fork_children.h"
+#include "tests/support/error_text.h"
 
 namespace ember::parallel {
 namespace {
@@ -136,13 +138,9 @@ TEST_P(StoreTest, GetTimesOutNamingKeyAndTimeout) {
   auto s = stores(1);
   s[0]->set_timeout(100);
   EXPECT_EQ(s[0]->timeout(), 100);
-  try {
-    s[0]->get("missing_key");
-    FAIL() << "get of a missing key returned";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("missing_key"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("100 ms"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<TimeoutError>([&] { s[0]->get("missing_key"); });
+  EXPECT_NE(err.find("missing_key"), std::string::npos) << err;
+  EXPECT_NE(err.find("100 ms"), std::string::npos) << err;
   // The store is still usable after a timeout.
   s[0]->set("after", std::string("ok"));
   EXPECT_EQ(s[0]->get_string("after"), "ok");
@@ -204,12 +202,8 @@ TEST_P(StoreTest, CheckAndWait) {
   EXPECT_FALSE(s[0]->check({"a", "b"}));
   s[1]->set("a", std::string("1"));
   EXPECT_FALSE(s[0]->check({"a", "b"}));
-  try {
-    s[0]->wait({"a", "b"}, 100);
-    FAIL() << "wait for a missing key returned";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("b'"), std::string::npos) << e.what();  // 'b' or 'job/b'
-  }
+  const std::string err = support::error_of<TimeoutError>([&] { s[0]->wait({"a", "b"}, 100); });
+  EXPECT_NE(err.find("b'"), std::string::npos) << err;  // 'b' or 'job/b'
   std::thread setter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     s[1]->set("b", std::string("2"));
@@ -318,34 +312,19 @@ TEST(FileStore, ProcessesShareOneFile) {
   const std::string path = dir + "/store";
   constexpr int kChildren = 3;
   FileStore parent(path, kChildren + 1, kTestTimeoutMs);
-  std::vector<pid_t> pids;
-  for (int i = 0; i < kChildren; ++i) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 1;
-      try {
-        FileStore child(path, kChildren + 1, kTestTimeoutMs);
-        for (int j = 0; j < 10; ++j) child.add("counter", 1);
-        child.set("child/" + std::to_string(i), std::string("done"));
-        child.wait({"go"});
-        code = 0;
-      } catch (...) {
-      }
-      ::_exit(code);  // no gtest teardown in the child
-    }
-    pids.push_back(pid);
-  }
+  const std::vector<pid_t> pids = test::fork_children(kChildren, [&](int i) {
+    FileStore child(path, kChildren + 1, kTestTimeoutMs);
+    for (int j = 0; j < 10; ++j) child.add("counter", 1);
+    child.set("child/" + std::to_string(i), std::string("done"));
+    child.wait({"go"});
+  });
+  ASSERT_EQ(pids.size(), size_t{kChildren});
   std::vector<std::string> keys;
   for (int i = 0; i < kChildren; ++i) keys.push_back("child/" + std::to_string(i));
   parent.wait(keys);
   EXPECT_EQ(parent.add("counter", 0), 10 * kChildren);
   parent.set("go", std::string("1"));
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  }
+  test::expect_children_succeeded(pids);
   fs::remove_all(dir);
 }
 

@@ -20,6 +20,8 @@
 #include "parallel/distributed/detail/wire.h"
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed/tcp_store_server.h"
+#include "tests/parallel/fork_children.h"
+#include "tests/support/error_text.h"
 
 namespace ember::parallel {
 namespace {
@@ -134,25 +136,14 @@ TEST(TCPStore, ClientProcessesRendezvousOnLoopback) {
   // listens: no fork of a multithreaded process, which ThreadSanitizer cannot follow.
   const uint16_t port = support::free_port();
   constexpr int kChildren = 3;
-  std::vector<pid_t> pids;
-  for (int i = 0; i < kChildren; ++i) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      int code = 1;
-      try {
-        TCPStore c("127.0.0.1", port, client_options());
-        c.add("count", 1);
-        c.set("child/" + std::to_string(i), std::to_string(::getpid()));
-        c.wait({"go"});
-        c.set("ack/" + std::to_string(i), std::string("1"));
-        code = 0;
-      } catch (...) {
-      }
-      ::_exit(code);  // no gtest teardown in the child
-    }
-    pids.push_back(pid);
-  }
+  const std::vector<pid_t> pids = test::fork_children(kChildren, [&](int i) {
+    TCPStore c("127.0.0.1", port, client_options());
+    c.add("count", 1);
+    c.set("child/" + std::to_string(i), std::to_string(::getpid()));
+    c.wait({"go"});
+    c.set("ack/" + std::to_string(i), std::string("1"));
+  });
+  ASSERT_EQ(pids.size(), size_t{kChildren});
   TCPStore server("127.0.0.1", port, server_options());
   std::vector<std::string> children, acks;
   for (int i = 0; i < kChildren; ++i) {
@@ -164,11 +155,7 @@ TEST(TCPStore, ClientProcessesRendezvousOnLoopback) {
   for (int i = 0; i < kChildren; ++i) EXPECT_EQ(server.get_string(children[i]), std::to_string(pids[i]));
   server.set("go", std::string("1"));
   server.wait(acks);
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  }
+  test::expect_children_succeeded(pids);
 }
 
 TEST(TCPStore, ServerWaitsForWorkersThatStartFirst) {
@@ -195,24 +182,18 @@ TEST(TCPStore, ServerWaitsForWorkersThatStartFirst) {
 TEST(TCPStore, WaitForWorkersTimesOutSayingHowManyCame) {
   auto o = server_options(2);
   o.timeout_ms = 200;
-  try {
-    TCPStore server("127.0.0.1", 0, o);
-    FAIL() << "constructor returned without the second worker";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("1 of 2"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<TimeoutError>([&] { TCPStore server("127.0.0.1", 0, o); });
+  EXPECT_NE(err.find("1 of 2"), std::string::npos) << err;
 }
 
 TEST(TCPStore, ClientWithoutOrWithWrongTokenIsRefused) {
   ::unsetenv(kStoreTokenEnv);
   TCPStore server("127.0.0.1", 0, server_options());
   for (const std::string token : {"", "wrong-token", "tcp-store-test-token-but-longer"}) {
-    try {
+    const std::string err = support::error_of<DistributedError>([&] {
       TCPStore c("127.0.0.1", server.port(), client_options(token));
-      FAIL() << "client with token '" << token << "' was let in";
-    } catch (const DistributedError& e) {
-      EXPECT_NE(std::string(e.what()).find("authentication failed"), std::string::npos) << e.what();
-    }
+    });
+    EXPECT_NE(err.find("authentication failed"), std::string::npos) << err;
   }
   // The token may come from the environment, as ember-run passes it.
   ::setenv(kStoreTokenEnv, kToken.c_str(), 1);
@@ -239,15 +220,10 @@ TEST(TCPStore, DeadServerGivesDistributedErrorNotAHang) {
 TEST(TCPStore, TimedOutGetLeavesTheClientUsable) {
   TCPStore server("127.0.0.1", 0, server_options());
   TCPStore client("127.0.0.1", server.port(), client_options());
-  try {
-    client.get("absent", 100);
-    FAIL();
-  } catch (const TimeoutError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("get"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("'absent'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("100 ms"), std::string::npos) << msg;
-  }
+  const std::string msg = support::error_of<TimeoutError>([&] { client.get("absent", 100); });
+  EXPECT_NE(msg.find("get"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'absent'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("100 ms"), std::string::npos) << msg;
   expect_serves(client, "after_timeout");
   server.set("absent", std::string("now"));  // wakes nobody: the timed-out waiter is gone
   EXPECT_EQ(client.get_string("absent"), "now");
@@ -290,15 +266,10 @@ TEST(TCPStore, SetOverTheFrameLimitNamesTheLimit) {
     TCPStoreServer server(o);
     TCPStore store("127.0.0.1", server.port(), client_options());
     const std::vector<uint8_t> big(static_cast<size_t>(limit) + 1, 7);
-    try {
-      store.set("big", big);
-      ADD_FAILURE() << "a set over the frame limit succeeded";
-    } catch (const ValueError& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find("TCPStore::set('big')"), std::string::npos) << m;
-      EXPECT_NE(m.find("frame limit of " + std::to_string(limit) + " bytes"), std::string::npos) << m;
-      EXPECT_EQ(m.find("still alive"), std::string::npos) << m;
-    }
+    const std::string m = support::error_of<ValueError>([&] { store.set("big", big); });
+    EXPECT_NE(m.find("TCPStore::set('big')"), std::string::npos) << m;
+    EXPECT_NE(m.find("frame limit of " + std::to_string(limit) + " bytes"), std::string::npos) << m;
+    EXPECT_EQ(m.find("still alive"), std::string::npos) << m;
     EXPECT_THROW(store.compare_set("big", std::vector<uint8_t>{}, big), ValueError);
     // Just under the limit (the frame's other fields included) still goes through.
     const std::vector<uint8_t> fits(limit - 64, 3);

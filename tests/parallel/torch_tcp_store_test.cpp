@@ -22,6 +22,8 @@
 #include "parallel/distributed/tcp_store.h"
 #include "parallel/distributed/torch_tcp_store.h"
 #include "tests/parallel/torch_store_host.h"
+#include "tests/support/error_text.h"
+#include "tests/support/free_port.h"
 
 namespace ember::parallel {
 namespace {
@@ -85,13 +87,9 @@ TEST_F(PythonServer, KeysAreTheKeysPythonClientsSee) {
 
 TEST_F(PythonServer, GetAndWaitTimeOutAndTheStoreServesOn) {
   TorchTCPStore store("127.0.0.1", port_, quick());
-  try {
-    store.get("never", 200);
-    FAIL() << "get of a missing key returned";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("'never'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("200 ms"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<TimeoutError>([&] { store.get("never", 200); });
+  EXPECT_NE(err.find("'never'"), std::string::npos) << err;
+  EXPECT_NE(err.find("200 ms"), std::string::npos) << err;
   EXPECT_THROW(store.wait({"never", "nor_this"}, 100), TimeoutError);
   // The server dropped the abandoned waits: setting the key now disturbs no one.
   store.set("never", std::string("now"));
@@ -119,13 +117,9 @@ TEST_F(PythonServer, BlockedGetInOneThreadDoesNotStallAnother) {
 TEST_F(PythonServer, AddOnTextIsADistributedErrorAndTheStoreServesOn) {
   TorchTCPStore store("127.0.0.1", port_, quick());
   store.set("text", std::string("not a number"));
-  try {
-    store.add("text", 1);
-    FAIL() << "add on text succeeded";
-  } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("add('text')"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("closes the connection"), std::string::npos) << e.what();
-  }
+  const std::string err = support::error_of<DistributedError>([&] { store.add("text", 1); });
+  EXPECT_NE(err.find("add('text')"), std::string::npos) << err;
+  EXPECT_NE(err.find("closes the connection"), std::string::npos) << err;
   EXPECT_EQ(store.add("fine", 2), 2);
 }
 
@@ -134,15 +128,10 @@ TEST_F(PythonServer, AddOnTextIsADistributedErrorAndTheStoreServesOn) {
 TEST_F(PythonServer, EmberClientOnAPyTorchStoreSaysSoInsteadOfBlamingTheToken) {
   TCPStoreOptions o;
   o.timeout_ms = 3000;
-  try {
-    TCPStore store("127.0.0.1", port_, o);
-    FAIL() << "an ember client took a PyTorch store for an ember one";
-  } catch (const DistributedError& e) {
-    const std::string m = e.what();
-    EXPECT_EQ(m.find("refused this client's token"), std::string::npos) << m;
-    EXPECT_NE(m.find("expected an ember TCPStore"), std::string::npos) << m;
-    EXPECT_NE(m.find("TORCHELASTIC_USE_AGENT_STORE=True"), std::string::npos) << m;
-  }
+  const std::string m = support::error_of<DistributedError>([&] { TCPStore store("127.0.0.1", port_, o); });
+  EXPECT_EQ(m.find("refused this client's token"), std::string::npos) << m;
+  EXPECT_NE(m.find("expected an ember TCPStore"), std::string::npos) << m;
+  EXPECT_NE(m.find("TORCHELASTIC_USE_AGENT_STORE=True"), std::string::npos) << m;
 }
 
 // ---- a fake PyTorch >= 2.1 server --------------------------------------------------------
@@ -359,17 +348,14 @@ TEST(TorchTCPStoreForeign, AnEmberStoreIsAnErrorNamingBothProtocolsNotARefusedTo
   o.is_server = true;
   o.token = "tok";
   TCPStore ember("127.0.0.1", 0, o);
-  try {
+  const std::string m = support::error_of<DistributedError>([&] {
     TorchTCPStore store("127.0.0.1", ember.port(), quick(3000));
-    FAIL() << "connected to an ember store as if it were PyTorch's";
-  } catch (const DistributedError& e) {
-    const std::string m = e.what();
-    EXPECT_NE(m.find("speaks neither PyTorch TCPStore protocol"), std::string::npos) << m;
-    EXPECT_NE(m.find("PyTorch >= 2.1"), std::string::npos) << m;
-    EXPECT_NE(m.find("PyTorch 1.13-2.0"), std::string::npos) << m;
-    EXPECT_NE(m.find("closed the connection"), std::string::npos) << m;
-    EXPECT_EQ(m.find("token"), std::string::npos) << m;
-  }
+  });
+  EXPECT_NE(m.find("speaks neither PyTorch TCPStore protocol"), std::string::npos) << m;
+  EXPECT_NE(m.find("PyTorch >= 2.1"), std::string::npos) << m;
+  EXPECT_NE(m.find("PyTorch 1.13-2.0"), std::string::npos) << m;
+  EXPECT_NE(m.find("closed the connection"), std::string::npos) << m;
+  EXPECT_EQ(m.find("token"), std::string::npos) << m;
 }
 
 TEST(TorchTCPStoreForeign, AnHttpServerIsAnErrorShowingTheBytesThatCame) {
@@ -391,28 +377,20 @@ TEST(TorchTCPStoreForeign, AnHttpServerIsAnErrorShowingTheBytesThatCame) {
       ::close(c);
     }
   });
-  try {
+  const std::string err = support::error_of<DistributedError>([&] {
     TorchTCPStore store("127.0.0.1", ntohs(a.sin_port), quick(3000));
-    FAIL() << "an HTTP server passed for a PyTorch store";
-  } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("\"HTTP"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("48 54 54 50"), std::string::npos) << e.what();
-  }
+  });
+  EXPECT_NE(err.find("\"HTTP"), std::string::npos) << err;
+  EXPECT_NE(err.find("48 54 54 50"), std::string::npos) << err;
   ::shutdown(fd, SHUT_RDWR);
   ::close(fd);
   http.join();
 }
 
 TEST(TorchTCPStoreForeign, NoServerIsADistributedErrorWithinTheTimeout) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);  // a port nobody listens on
-  EXPECT_THROW(TorchTCPStore("127.0.0.1", ntohs(a.sin_port), quick(300)), DistributedError);
+  const uint16_t port = support::free_port();  // a port nobody listens on
+  ASSERT_NE(port, 0);
+  EXPECT_THROW(TorchTCPStore("127.0.0.1", port, quick(300)), DistributedError);
 }
 
 }  // namespace

@@ -17,14 +17,9 @@ import sys
 import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
 
+from checks import check, finish
+
 rnn_dp, word_lm, ember_run, work = sys.argv[1:5]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def run(cmd, cwd):
@@ -137,7 +132,5 @@ for key, tag in (("val_ppl", "epoch/val_perplexity"), ("test_ppl", "epoch/test_p
     want = [f32(m[key]) for m in metrics]
     check(np.allclose(got, want, rtol=1e-6), "word_lm %s %s, metrics file %s" % (tag, got, want))
 
-if failures:
-    sys.exit(1)
-print("examples: rnn_dp (DataParallel and 2-rank DDP) and word_lm curves read back by TensorBoard; traces nest, "
-      "hold both ranks and their bucket spans")
+finish("examples: rnn_dp (DataParallel and 2-rank DDP) and word_lm curves read back by TensorBoard; traces nest, "
+       "hold both ranks and their bucket spans")

@@ -16,6 +16,8 @@ import urllib.request
 
 from PIL import Image
 
+from checks import check, finish
+
 fixture, work, shot = sys.argv[1], sys.argv[2], sys.argv[3]
 chromium = shutil.which("chromium") or shutil.which("chromium-browser")
 if chromium is None:
@@ -38,13 +40,6 @@ base = "http://127.0.0.1:%d" % port
 server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", logdir, "--host", "127.0.0.1",
                            "--port", str(port), "--load_fast=false", "--reload_interval", "1"],
                           stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "tensorboard.log"), "w"))
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def get_json(path):
@@ -94,7 +89,5 @@ finally:
     server.terminate()
     server.wait(timeout=30)
 
-if failures:
-    sys.exit(1)
-print("tensorboard page: %d runs, tags %s served from ember's files; scalars page rendered to %s"
-      % (len(want), sorted({t for r in want.values() for t in r}), shot))
+finish("tensorboard page: %d runs, tags %s served from ember's files; scalars page rendered to %s"
+       % (len(want), sorted({t for r in want.values() for t in r}), shot))

@@ -18,14 +18,9 @@ import numpy as np
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
+from checks import check, finish
+
 fixture, work = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, file=sys.stderr)
 
 
 def events(path):
@@ -145,7 +140,5 @@ check(steps == list(range(len(steps))), "killed writer: steps are not 0..%d in o
 # EventFileLoader hands scalars over as TensorBoard stores them: a float tensor of one value.
 check(all(e.summary.value[0].tensor.float_val[0] == e.step for e in got[1:]), "killed writer: a value differs from its step")
 
-if failures:
-    sys.exit(1)
-print("tensorboard reader: %d events of every kind, %d runs, torn/corrupted files, and a SIGKILLed writer (%d events, %d flushed) read as written"
-      % (n_main, len(by_run), len(steps), flushed))
+finish("tensorboard reader: %d events of every kind, %d runs, torn/corrupted files, and a SIGKILLed writer (%d events, %d flushed) read as written"
+       % (n_main, len(by_run), len(steps), flushed))

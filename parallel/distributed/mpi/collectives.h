@@ -2,6 +2,7 @@
 // collectives on the group's communicator. Run on the group's worker thread with the MPI
 // lock held (mpi/detail/mpi_types.h); throw DistributedError via EMBER_MPI_CHECK.
 #pragma once
+#include <algorithm>
 #include <vector>
 
 #include "core/tensor.h"
@@ -28,5 +29,15 @@ std::vector<MPI_Request> irecv(const Comm& c, const OpInfo& info, std::vector<Te
 
 /// MPI counts are int: calls over more elements go in pieces of at most this many.
 inline constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+/// Calls chunk(data, count) for t's elements in pieces of at most kMaxCount (MPI counts are int):
+/// `data` points at the piece's first element.
+template <typename F>
+void for_each_chunk(Tensor& t, F&& chunk) {
+  char* data = static_cast<char*>(t.raw_data());
+  for (int64_t begin = 0; begin < t.numel(); begin += kMaxCount)
+    chunk(data + begin * static_cast<int64_t>(t.element_size()),
+          static_cast<int>(std::min(kMaxCount, t.numel() - begin)));
+}
 
 }  // namespace ember::parallel::mpi

@@ -298,67 +298,76 @@ std::shared_ptr<Work> enqueue(ProcessGroupMPI::Impl& impl, const OpInfo& info, T
   impl.cv.notify_one();
   return work;
 }
+
+
+// A collective: `body` runs on the worker, to the end, with the group's communicator.
+std::shared_ptr<Work> enqueue_collective(ProcessGroupMPI::Impl& impl, const OpInfo& info,
+                                         std::function<void(const mpi::Comm&)> body) {
+  Task t;
+  t.run = [comm = &impl.comm, body = std::move(body)] { body(*comm); };
+  return enqueue(impl, info, std::move(t));
+}
+
+// A send or recv: `post` posts its requests on the worker, which then tests them between
+// collectives; `tensors` stay alive until they complete.
+std::shared_ptr<Work> enqueue_p2p(ProcessGroupMPI::Impl& impl, const OpInfo& info, std::vector<Tensor> tensors,
+                                  bool is_recv, std::function<std::vector<MPI_Request>(const mpi::Comm&)> post) {
+  Task t;
+  t.tensors = std::move(tensors);
+  t.is_recv = is_recv;
+  t.post = [comm = &impl.comm, post = std::move(post)] { return post(*comm); };
+  return enqueue(impl, info, std::move(t));
+}
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroupMPI::all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.run = [impl, info, tensors, op]() mutable { mpi::all_reduce(impl->comm, info, tensors, op); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_collective(*impl_, info, [info, tensors, op](const mpi::Comm& c) mutable {
+    mpi::all_reduce(c, info, tensors, op);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.run = [impl, info, tensors, root]() mutable { mpi::broadcast(impl->comm, info, tensors, root); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_collective(*impl_, info, [info, tensors, root](const mpi::Comm& c) mutable {
+    mpi::broadcast(c, info, tensors, root);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
                                                    ReduceOp op) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.run = [impl, info, tensors, root, op]() mutable { mpi::reduce(impl->comm, info, tensors, root, op); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_collective(*impl_, info, [info, tensors, root, op](const mpi::Comm& c) mutable {
+    mpi::reduce(c, info, tensors, root, op);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.run = [impl, info, outputs, input]() mutable { mpi::all_gather(impl->comm, info, outputs, input); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_collective(*impl_, info, [info, outputs, input](const mpi::Comm& c) mutable {
+    mpi::all_gather(c, info, outputs, input);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter_impl(const OpInfo& info, Tensor output,
                                                            std::vector<Tensor> inputs, ReduceOp op) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.run = [impl, info, output, inputs, op]() mutable { mpi::reduce_scatter(impl->comm, info, output, inputs, op); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_collective(*impl_, info, [info, output, inputs, op](const mpi::Comm& c) mutable {
+    mpi::reduce_scatter(c, info, output, inputs, op);
+  });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::barrier_impl(const OpInfo& info) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.run = [impl, info]() { mpi::barrier(impl->comm, info); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_collective(*impl_, info, [info](const mpi::Comm& c) { mpi::barrier(c, info); });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.tensors = tensors;
-  t.post = [impl, info, tensors, dst, tag]() mutable { return mpi::isend(impl->comm, info, tensors, dst, tag); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_p2p(*impl_, info, tensors, /*is_recv=*/false,
+                     [info, tensors, dst, tag](const mpi::Comm& c) mutable {
+                       return mpi::isend(c, info, tensors, dst, tag);
+                     });
 }
 
 std::shared_ptr<Work> ProcessGroupMPI::recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) {
-  Impl* impl = impl_.get();
-  Task t;
-  t.tensors = tensors;
-  t.is_recv = true;
-  t.post = [impl, info, tensors, src, tag]() mutable { return mpi::irecv(impl->comm, info, tensors, src, tag); };
-  return enqueue(*impl_, info, std::move(t));
+  return enqueue_p2p(*impl_, info, tensors, /*is_recv=*/true,
+                     [info, tensors, src, tag](const mpi::Comm& c) mutable {
+                       return mpi::irecv(c, info, tensors, src, tag);
+                     });
 }
 
 namespace mpi {

@@ -6,18 +6,15 @@ namespace ember::parallel::mpi {
 
 void reduce(const Comm& c, const OpInfo& info, std::vector<Tensor>& tensors, int root, ReduceOp op) {
   for (auto& t : tensors) {
-    char* data = static_cast<char*>(t.raw_data());
     const MPI_Datatype type = detail::mpi_datatype(t.dtype());
     const MPI_Op mop = detail::mpi_op(op, t.dtype());
-    for (int64_t begin = 0; begin < t.numel(); begin += kMaxCount) {
-      const int count = static_cast<int>(std::min(kMaxCount, t.numel() - begin));
-      char* p = data + begin * static_cast<int64_t>(t.element_size());
+    for_each_chunk(t, [&](char* p, int count) {
       if (c.rank == root) {
         EMBER_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, p, count, type, mop, root, c.comm), info.description);
       } else {
         EMBER_MPI_CHECK(MPI_Reduce(p, nullptr, count, type, mop, root, c.comm), info.description);
       }
-    }
+    });
     if (op == ReduceOp::AVG && c.rank == root)
       parallel::detail::divide_by(t.dtype(), t.raw_data(), t.numel(), c.size);
   }

@@ -48,17 +48,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   struct Impl;
 
  protected:
-  std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override;
-  std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;
-  std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
-                                    ReduceOp op) override;
-  std::shared_ptr<Work> all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) override;
-  std::shared_ptr<Work> reduce_scatter_impl(const OpInfo& info, Tensor output, std::vector<Tensor> inputs,
-                                            ReduceOp op) override;
-  std::shared_ptr<Work> barrier_impl(const OpInfo& info) override;
-  std::shared_ptr<Work> send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) override;
-  std::shared_ptr<Work> recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) override;
-  void check_device(const std::string& op, const Tensor& t) const override;
+  EMBER_PROCESS_GROUP_HOOKS_OVERRIDE;
 
  private:
   void init(std::vector<uint8_t> unique_id, ProcessGroupNCCLOptions options);

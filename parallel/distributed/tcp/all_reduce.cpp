@@ -314,6 +314,23 @@ void all_reduce_cma(detail::Context& ctx, const OpInfo& info, Tensor& t, uint32_
   while (acked < steps - 1) read_record(to_next, next);
 }
 
+// Round k of a shared-memory all_reduce: publishes this rank's header as posted, waits for every
+// peer's, and fails naming the first peer that runs another call.
+void post_and_compare_headers(detail::SharedMemory& shm, int r, int n, uint32_t k, const detail::OpHeader& header,
+                              const std::function<void(int, std::atomic<uint32_t>&, uint32_t)>& wait,
+                              const std::function<void(const std::string&)>& fail) {
+  detail::ShmControl& mine = shm.control(r);
+  mine.header[k % 2] = header;
+  shm.publish(mine.posted, k);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    wait(p, shm.control(p).posted, k);
+    const detail::OpHeader theirs = shm.control(p).header[k % 2];
+    if (!(theirs == header))
+      fail("rank " + std::to_string(p) + " is running " + theirs.str() + " but this rank is running " + header.str());
+  }
+}
+
 // See Note [Small shared-memory all_reduce]: `flat` fits in half the data area.
 void all_reduce_shm_small(detail::Context& ctx, detail::SharedMemory& shm, const FlatView& flat, DType dtype,
                           ReduceOp op, const detail::OpHeader& header, const std::function<void(int, std::atomic<uint32_t>&, uint32_t)>& wait,
@@ -335,15 +352,7 @@ void all_reduce_shm_small(detail::Context& ctx, detail::SharedMemory& shm, const
   flat.for_each(0, numel, [&](uint8_t* src, int64_t off, int64_t len) {
     std::memcpy(my_area + off * esz, src, static_cast<size_t>(len * esz));
   });
-  mine.header[k % 2] = header;
-  shm.publish(mine.posted, k);
-  for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    wait(p, shm.control(p).posted, k);
-    const detail::OpHeader theirs = shm.control(p).header[k % 2];
-    if (!(theirs == header))
-      fail("rank " + std::to_string(p) + " is running " + theirs.str() + " but this rank is running " + header.str());
-  }
+  post_and_compare_headers(shm, r, n, k, header, wait, fail);
   // Every rank combines the n copies in rank order, so every rank gets the same bits.
   flat.for_each(0, numel, [&](uint8_t* dst, int64_t off, int64_t len) {
     auto src = [&](int q) { return shm.data(q) + at + off * esz; };
@@ -411,15 +420,7 @@ void all_reduce_shm(detail::Context& ctx, const OpInfo& info, const std::vector<
         std::memcpy(out + off * esz, src, static_cast<size_t>(len * esz));
       });
     }
-    mine.header[k % 2] = header;
-    shm.publish(mine.posted, k);
-    for (int p = 0; p < n; ++p) {
-      if (p == r) continue;
-      wait(p, shm.control(p).posted, k);
-      const detail::OpHeader theirs = shm.control(p).header[k % 2];
-      if (!(theirs == header))
-        fail("rank " + std::to_string(p) + " is running " + theirs.str() + " but this rank is running " + header.str());
-    }
+    post_and_compare_headers(shm, r, n, k, header, wait, fail);
     int64_t rb, rlen;
     chunk(r, &rb, &rlen);
     flat.for_each(b0 + rb, rlen, [&](uint8_t* dst_all, int64_t off_all, int64_t len_all) {

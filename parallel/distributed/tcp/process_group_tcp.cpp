@@ -161,41 +161,37 @@ void ProcessGroupTCP::worker_loop() {
 // CUDA tensors are staged through the host (Note [Host staging] in
 // parallel/distributed/detail/host_staging.cpp): the caller waits for its streams, the worker
 // copies in, runs the collective on host memory and copies the results back.
-std::shared_ptr<Work> ProcessGroupTCP::all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroupTCP::enqueue_in_place(const OpInfo& info, std::vector<Tensor> tensors,
+                                                        std::function<void(std::vector<Tensor>& host)> body) {
   detail::wait_for_producers(tensors);
-  return enqueue(info, [this, info, tensors, op]() {
+  return enqueue(info, [tensors, body = std::move(body)]() {
     std::vector<Tensor> host = detail::host_copies(tensors);
-    tcp::all_reduce(*ctx_, info, host, op);
+    body(host);
     detail::copy_back(tensors, host);
   });
+}
+
+std::shared_ptr<Work> ProcessGroupTCP::all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) {
+  return enqueue_in_place(info, std::move(tensors),
+                          [this, info, op](std::vector<Tensor>& host) { tcp::all_reduce(*ctx_, info, host, op); });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::all_reduce_coalesced_impl(const OpInfo& info, std::vector<Tensor> tensors,
                                                                 ReduceOp op) {
-  detail::wait_for_producers(tensors);
-  return enqueue(info, [this, info, tensors, op]() {
-    std::vector<Tensor> host = detail::host_copies(tensors);
+  return enqueue_in_place(info, std::move(tensors), [this, info, op](std::vector<Tensor>& host) {
     tcp::all_reduce_coalesced(*ctx_, info, host, op);
-    detail::copy_back(tensors, host);
   });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) {
-  detail::wait_for_producers(tensors);
-  return enqueue(info, [this, info, tensors, root]() {
-    std::vector<Tensor> host = detail::host_copies(tensors);
-    tcp::broadcast(*ctx_, info, host, root);
-    detail::copy_back(tensors, host);
-  });
+  return enqueue_in_place(info, std::move(tensors),
+                          [this, info, root](std::vector<Tensor>& host) { tcp::broadcast(*ctx_, info, host, root); });
 }
 
 std::shared_ptr<Work> ProcessGroupTCP::reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
                                                    ReduceOp op) {
-  detail::wait_for_producers(tensors);
-  return enqueue(info, [this, info, tensors, root, op]() {
-    std::vector<Tensor> host = detail::host_copies(tensors);
+  return enqueue_in_place(info, std::move(tensors), [this, info, root, op](std::vector<Tensor>& host) {
     tcp::reduce(*ctx_, info, host, root, op);
-    detail::copy_back(tensors, host);
   });
 }
 

@@ -90,19 +90,9 @@ class ProcessGroupTCP final : public ProcessGroup {
   void abort(const std::string& reason = "abort() was called");
 
  protected:
-  std::shared_ptr<Work> all_reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, ReduceOp op) override;
+  EMBER_PROCESS_GROUP_HOOKS_OVERRIDE;
   std::shared_ptr<Work> all_reduce_coalesced_impl(const OpInfo& info, std::vector<Tensor> tensors,
                                                   ReduceOp op) override;
-  std::shared_ptr<Work> broadcast_impl(const OpInfo& info, std::vector<Tensor> tensors, int root) override;
-  std::shared_ptr<Work> reduce_impl(const OpInfo& info, std::vector<Tensor> tensors, int root,
-                                    ReduceOp op) override;
-  std::shared_ptr<Work> all_gather_impl(const OpInfo& info, std::vector<Tensor> outputs, Tensor input) override;
-  std::shared_ptr<Work> reduce_scatter_impl(const OpInfo& info, Tensor output, std::vector<Tensor> inputs,
-                                            ReduceOp op) override;
-  std::shared_ptr<Work> barrier_impl(const OpInfo& info) override;
-  std::shared_ptr<Work> send_impl(const OpInfo& info, std::vector<Tensor> tensors, int dst, int tag) override;
-  std::shared_ptr<Work> recv_impl(const OpInfo& info, std::vector<Tensor> tensors, int src, int tag) override;
-  void check_device(const std::string& op, const Tensor& t) const override;
   /// Every collective opens with headers that each rank compares with its ring neighbours'
   /// (tcp/detail/op_header.h, Note [Rooted headers] in tcp/broadcast.cpp).
   bool checks_arguments(OpType) const override { return true; }
@@ -116,6 +106,10 @@ class ProcessGroupTCP final : public ProcessGroup {
     std::function<void()> run;
   };
   std::shared_ptr<Work> enqueue(const OpInfo& info, std::function<void()> run);
+  /// enqueue() of a collective that works on `tensors` in place: the worker runs `body` on host
+  /// copies of them (the tensors themselves when on the CPU) and copies the results back.
+  std::shared_ptr<Work> enqueue_in_place(const OpInfo& info, std::vector<Tensor> tensors,
+                                         std::function<void(std::vector<Tensor>& host)> body);
   void worker_loop();
 
   const ProcessGroupTCPOptions options_;

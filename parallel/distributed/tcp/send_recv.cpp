@@ -114,11 +114,11 @@ void P2PEngine::wake() {
   [[maybe_unused]] ssize_t r = ::write(wake_fd_, &one, sizeof one);
 }
 
-void P2PEngine::send(std::shared_ptr<Work> work, const OpInfo& info, std::vector<Tensor> tensors, int dst,
-                     int tag) {
+std::unique_ptr<P2PEngine::Op> P2PEngine::make_op(bool is_send, std::shared_ptr<Work> work, const OpInfo& info,
+                                                  std::vector<Tensor> tensors, int peer, int tag) const {
   auto op = std::make_unique<Op>();
-  op->is_send = true;
-  op->peer = dst;
+  op->is_send = is_send;
+  op->peer = peer;
   op->tag = tag;
   op->dtype = tensors.front().dtype();
   op->work = std::move(work);
@@ -126,12 +126,10 @@ void P2PEngine::send(std::shared_ptr<Work> work, const OpInfo& info, std::vector
   op->tensors = std::move(tensors);
   for (auto& t : op->tensors) op->num_bytes += t.nbytes();
   op->deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  op->header.dtype = static_cast<uint8_t>(op->dtype);
-  op->header.tag = tag;
-  op->header.num_bytes = op->num_bytes;
-  op->iov.push_back({&op->header, sizeof op->header});
-  for (auto& t : op->tensors)
-    if (t.nbytes() > 0) op->iov.push_back({t.raw_data(), t.nbytes()});
+  return op;
+}
+
+void P2PEngine::submit(std::unique_ptr<Op> op) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     incoming_.push_back(std::move(op));
@@ -139,22 +137,21 @@ void P2PEngine::send(std::shared_ptr<Work> work, const OpInfo& info, std::vector
   wake();
 }
 
+void P2PEngine::send(std::shared_ptr<Work> work, const OpInfo& info, std::vector<Tensor> tensors, int dst,
+                     int tag) {
+  auto op = make_op(/*is_send=*/true, std::move(work), info, std::move(tensors), dst, tag);
+  op->header.dtype = static_cast<uint8_t>(op->dtype);
+  op->header.tag = tag;
+  op->header.num_bytes = op->num_bytes;
+  op->iov.push_back({&op->header, sizeof op->header});
+  for (auto& t : op->tensors)
+    if (t.nbytes() > 0) op->iov.push_back({t.raw_data(), t.nbytes()});
+  submit(std::move(op));
+}
+
 void P2PEngine::recv(std::shared_ptr<Work> work, const OpInfo& info, std::vector<Tensor> tensors, int src,
                      int tag) {
-  auto op = std::make_unique<Op>();
-  op->peer = src;
-  op->tag = tag;
-  op->dtype = tensors.front().dtype();
-  op->work = std::move(work);
-  op->description = info.description;
-  op->tensors = std::move(tensors);
-  for (auto& t : op->tensors) op->num_bytes += t.nbytes();
-  op->deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    incoming_.push_back(std::move(op));
-  }
-  wake();
+  submit(make_op(/*is_send=*/false, std::move(work), info, std::move(tensors), src, tag));
 }
 
 void P2PEngine::fail_all(const std::string& why) {

@@ -35,6 +35,11 @@ class P2PEngine {
   struct Peer;
 
  private:
+  // An Op of send() or recv(), its deadline timeout_ms from now.
+  std::unique_ptr<Op> make_op(bool is_send, std::shared_ptr<Work> work, const OpInfo& info,
+                              std::vector<Tensor> tensors, int peer, int tag) const;
+  // Hands op to the loop thread.
+  void submit(std::unique_ptr<Op> op);
   void loop();
   void adopt(std::unique_ptr<Op> op);
   bool progress_send(int peer);

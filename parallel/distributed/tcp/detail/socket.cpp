@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <optional>
 
 namespace ember::parallel::tcp::detail {
 
@@ -79,6 +80,20 @@ IoResult wait_for(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// After a non-blocking call of a *_all loop failed with errno: nullopt to call again (EINTR, or
+// fd became ready for `events` before the deadline); else what the loop returns, `transferred`
+// bytes done.
+std::optional<IoResult> after_failed_call(int fd, short events, Clock::time_point deadline, size_t transferred) {
+  if (errno == EINTR) return std::nullopt;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    IoResult w = wait_for(fd, events, deadline);
+    if (w.ok()) return std::nullopt;
+    w.transferred = transferred;
+    return w;
+  }
+  return IoResult{IoStatus::ERROR, errno, transferred};
+}
+
 }  // namespace
 
 IoResult Socket::send_some(const void* data, size_t n, size_t* sent) {
@@ -124,13 +139,8 @@ IoResult Socket::sendv_all(struct iovec* iov, int iovcnt, Clock::time_point dead
     msg.msg_iovlen = static_cast<size_t>(iovcnt);
     const ssize_t r = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        IoResult w = wait_for(fd_, POLLOUT, deadline);
-        if (!w.ok()) { w.transferred = total; return w; }
-        continue;
-      }
-      return {IoStatus::ERROR, errno, total};
+      if (auto result = after_failed_call(fd_, POLLOUT, deadline, total)) return *result;
+      continue;
     }
     size_t left = static_cast<size_t>(r);
     total += left;
@@ -153,13 +163,7 @@ IoResult Socket::recv_all(void* data, size_t n, Clock::time_point deadline) {
       continue;
     }
     if (r == 0) return {IoStatus::CLOSED, 0, done};
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      IoResult w = wait_for(fd_, POLLIN, deadline);
-      if (!w.ok()) { w.transferred = done; return w; }
-      continue;
-    }
-    return {IoStatus::ERROR, errno, done};
+    if (auto result = after_failed_call(fd_, POLLIN, deadline, done)) return *result;
   }
   return {IoStatus::OK, 0, done};
 }

@@ -12,10 +12,10 @@
 #include "core/ops/fixed_point.h"
 #include "core/ops/native.h"
 #include "nn/functional.h"
-#include "nn/linear.h"
 #include "nn/optim/adam.h"
 #include "parallel/data_parallel.h"
 #include "parallel/deterministic_reducer.h"
+#include "tests/parallel/deterministic_shards_util.h"
 #include "tests/support/cuda.h"
 
 using namespace ember;
@@ -88,29 +88,28 @@ TEST(FixedPointCuda, ExactSumOfCudaTermsEqualsTheCpuSum) {
   EXPECT_THROW(parallel::detail::exact_sum({gpu_terms[0], cpu_terms[1]}, 2, 2.0, kGpu), DeviceError);
 }
 
-constexpr int kShards = 8;
-constexpr int64_t kShardRows = 5;
+using parallel::test::Bits;
+using parallel::test::kShardRows;
+using parallel::test::kShards;
+using parallel::test::same_bits;
 
+// One shard's own mean loss, shape [1], of deterministic_shards_util.h's network.
 struct ShardLoss : nn::Cloneable<ShardLoss> {
-  std::shared_ptr<nn::LinearImpl> fc1, fc2;
+  std::shared_ptr<parallel::test::Net> net;
   ShardLoss() : Cloneable("ShardLoss") { reset(); }
-  void reset() override {
-    fc1 = register_module("fc1", std::make_shared<nn::LinearImpl>(6, 32));
-    fc2 = register_module("fc2", std::make_shared<nn::LinearImpl>(32, 3));
-  }
+  void reset() override { net = register_module("net", std::make_shared<parallel::test::Net>()); }
   Tensor forward(const Tensor& x, const Tensor& y) {
-    return ember::unsqueeze(nn::functional::mse_loss(fc2->forward(tanh(fc1->forward(x))), y), 0);
+    return ember::unsqueeze(nn::functional::mse_loss(net->forward(x), y), 0);
   }
 };
 
 Tensor rows(uint64_t seed, int step, int64_t cols) {
-  Generator g(seed + static_cast<uint64_t>(step));
-  return native::to(randn({kShards * kShardRows, cols}, {}, &g), kGpu);
+  return native::to(parallel::test::rows(seed, step, kShards * kShardRows, cols), kGpu);
 }
 
 // Three Adam steps over 8 shards of their own mean losses: DataParallel (average_shards) over
 // `devices`, or (devices empty) one group-less DeterministicReducer running the shards in turn.
-std::vector<std::vector<float>> train(const std::vector<Device>& devices) {
+Bits train(const std::vector<Device>& devices) {
   manual_seed(7);
   auto model = std::make_shared<ShardLoss>();
   model->to(kGpu);
@@ -146,25 +145,21 @@ std::vector<std::vector<float>> train(const std::vector<Device>& devices) {
     }
     adam.step();
   }
-  std::vector<std::vector<float>> out;
+  Bits out;
   for (const Tensor& p : model->parameters()) out.push_back(native::to(p, Device::cpu()).to_vector<float>());
   return out;
 }
 
 TEST(DataParallelDeterministicCuda, SameBitsForEveryReplicaLayoutAndTheReducer) {
   EMBER_REQUIRE_CUDA();
-  const auto reducer = train({});
-  const auto one = train({kGpu});
-  ASSERT_EQ(reducer.size(), one.size());
-  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(same_bytes(reducer[i], one[i])) << "parameter " << i;
+  const Bits reducer = train({});
+  const Bits one = train({kGpu});
+  EXPECT_TRUE(same_bits(reducer, one)) << "one replica against the group-less reducer";
   std::vector<std::vector<Device>> layouts = {{kGpu, kGpu}};
   std::vector<Device> all;
   for (int d = 0; d < cuda_device_count(); ++d) all.push_back(Device::cuda(d));
   if (all.size() > 1) layouts.push_back(all);
-  for (const auto& devices : layouts) {
-    const auto got = train(devices);
-    for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(same_bytes(one[i], got[i])) << devices.size() << " replicas";
-  }
+  for (const auto& devices : layouts) EXPECT_TRUE(same_bits(one, train(devices))) << devices.size() << " replicas";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The flags every example's training job takes, added to a command line built with
 // ember::cli (core/cli.h): add_job_flags reads --ddp, --backend, --timeout, --seed, --threads
-// and --resume into the fields an example names.
+// and --resume into the fields an example names; add_ft_flags reads --ft, --trace-steps and
+// --ft-fault (the fault-tolerant loop of examples/common/ft_job.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,5 +23,19 @@ struct JobFlags {
 /// Adds the flags of JobFlags to `app`; `backend_default` is the help's text for --backend. An
 /// example may change a flag's description afterwards (app.get_option("--threads")).
 void add_job_flags(CLI::App& app, const JobFlags& job, const std::string& backend_default);
+
+/// Where add_ft_flags writes.
+struct FtFlags {
+  bool& ft;               // --ft
+  bool& trace_steps;      // --trace-steps
+  std::string& ft_fault;  // --ft-fault SPEC
+};
+
+void add_ft_flags(CLI::App& app, const FtFlags& flags);
+
+/// The checks every example's --ft makes after parsing: --ft and --trace-steps need --ddp, --ft the
+/// tcp backend (the manager re-forms tcp groups) and no --resume (a replacement takes a live
+/// rank's state), --ft-fault needs --ft. Throws ValueError naming the flag.
+void check_ft_flags(const FtFlags& flags, bool ddp, const std::string& backend, bool resume);
 
 }  // namespace ember_examples

@@ -29,6 +29,7 @@
 #include "examples/rnn_dp/model.h"
 #include "examples/rnn_dp/train_detail.h"
 #include "examples/common/distributed_job.h"
+#include "examples/common/ft_job.h"
 #include "examples/common/progress.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
 #include "nn/checkpoint.h"
@@ -147,22 +148,6 @@ ember::Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>
     for (float u : ember::rand({width}, {}, &g).to_vector<float>()) keep.push_back(u >= p ? scale : 0.0f);
   }
   return ember::from_vector(keep, {static_cast<int64_t>(positions.size()), width});
-}
-
-std::string parameter_hash(const ember::nn::Module& m) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& item : m.named_parameters()) {
-    const ember::Tensor t = item.value().contiguous();
-    const auto* p = static_cast<const unsigned char*>(t.raw_data());
-    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-double wall_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace detail
@@ -759,8 +744,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         optimizer.step();
         if (o.trace_steps) {
           std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%.3f\n", static_cast<long long>(step),
-                       job.rank, job.world, detail::parameter_hash(*model).c_str(),
-                       detail::wall_ms());
+                       job.rank, job.world, ember_examples::parameter_hash(*model).c_str(),
+                       ember_examples::wall_ms());
           std::fflush(out);
         }
         seen += b;

@@ -34,6 +34,7 @@ using rnn_dp_test::RunResult;
 using rnn_dp_test::spawn;
 using rnn_dp_test::wait_exit;
 using rnn_dp_test::wait_for;
+using rnn_dp_test::words;
 
 // As rnn_dp_ddp_test: full batches on every rank for 2 and 3 ranks (see Note [DDP mode]).
 const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
@@ -41,13 +42,6 @@ constexpr int kLongEpochs = 8;
 const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
                           std::to_string(kLongEpochs) + " --timeout 60";
 const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
-
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
-}
 
 std::string source_dir() {
   const char* s = std::getenv("EMBER_SOURCE_DIR");

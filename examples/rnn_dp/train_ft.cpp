@@ -86,10 +86,8 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   const ember_examples::FtFaults faults(o.ft_fault, slot, mo.incarnation, out);
   auto fault = [&](const char* point, int64_t step) { faults.at(point, step); };
 
-  ember::parallel::DistributedDataParallelOptions ddpo;
-  ddpo.timeout_ms = mo.timeout_ms;
-  ddpo.deterministic = o.deterministic;
-  ddpo.num_shards = o.shards;
+  const ember::parallel::DistributedDataParallelOptions ddpo{
+      .timeout_ms = mo.timeout_ms, .deterministic = o.deterministic, .num_shards = o.shards};
   ft::Manager manager(mo);
   std::fprintf(out, "rnn_dp: --ft: rank slot %d (incarnation %lld, pid %d, started at %.3f ms) of at most %d, %lld "
                "steps of %lld words in %lld shards, ft timeout %lld ms\n",

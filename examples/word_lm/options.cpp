@@ -55,7 +55,7 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
              "gradients summed exactly; the same bits at any number of ranks and threads, and across a resume "
              "(docs/DETERMINISM.md)")
       ->disable_flag_override();
-  a.add_option("--shards", o.shards, "--deterministic: shards per step, dividing --batch-size")
+  a.add_option("--shards", o.shards, "--deterministic, --ft: shards per step, dividing --batch-size")
       ->check(at_least(1))
       ->type_name("N");
   a.add_option("--max-steps", o.max_steps,
@@ -64,6 +64,7 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
       ->check(at_least(1))
       ->default_str("")
       ->type_name("N");
+  ember_examples::add_ft_flags(a, {o.ft, o.trace_steps, o.ft_fault});
   a.add_option("--checkpoint-dir", o.checkpoint_dir, "last.safetensors, best.safetensors and one per epoch")
       ->type_name("DIR");
   a.add_option("--metrics", o.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
@@ -95,8 +96,12 @@ Options parse_options(int argc, const char* const* argv) {
   EMBER_CHECK_T(ValueError, o.ddp || o.backend.empty(), "--backend applies only with --ddp");
   EMBER_CHECK_T(ValueError, !o.deterministic || o.batch_size % o.shards == 0, "--deterministic: --batch-size ",
                 o.batch_size, " must be a multiple of --shards ", o.shards, " (every shard holds the same streams)");
-  EMBER_CHECK_T(ValueError, o.deterministic || o.max_steps == 0,
-                "--max-steps applies only with --deterministic (its mid-epoch checkpoint holds every shard's state)");
+  EMBER_CHECK_T(ValueError, o.deterministic || o.ft || o.max_steps == 0,
+                "--max-steps applies only with --deterministic (its mid-epoch checkpoint holds every shard's state) "
+                "or --ft");
+  ember_examples::check_ft_flags({o.ft, o.trace_steps, o.ft_fault}, o.ddp, o.backend, o.resume);
+  EMBER_CHECK_T(ValueError, !o.ft || o.batch_size % o.shards == 0, "--ft: --batch-size ", o.batch_size,
+                " must be a multiple of --shards ", o.shards, " (the ranks of each quorum share the shards)");
   return o;
 }
 

@@ -44,34 +44,31 @@
 
 namespace {
 
-using ember::launcher::GroupEnv;
-using ember::launcher::GroupResult;
-using ember::launcher::LaunchOptions;
-using ember::parallel::TCPStoreServer;
-using ember::parallel::TCPStoreServerOptions;
+namespace launcher = ember::launcher;
+namespace parallel = ember::parallel;
 
 void say(const std::string& line) { std::cerr << "ember-run: " << line << std::endl; }
 
 // A fresh server per attempt: a restarted group must not see the last attempt's keys.
-std::unique_ptr<TCPStoreServer> start_store(const LaunchOptions& o, int port, const std::string& token,
-                                            bool may_pick_another_port) {
-  TCPStoreServerOptions so;
+std::unique_ptr<parallel::TCPStoreServer> start_store(const launcher::LaunchOptions& o, int port,
+                                                      const std::string& token, bool may_pick_another_port) {
+  parallel::TCPStoreServerOptions so;
   so.bind_address = o.nnodes == 1 ? "127.0.0.1" : "0.0.0.0";
   so.port = static_cast<uint16_t>(port);
   so.token = token;
   try {
-    return std::make_unique<TCPStoreServer>(so);
+    return std::make_unique<parallel::TCPStoreServer>(so);
   } catch (const std::exception&) {
     if (!may_pick_another_port) throw;
     so.port = 0;  // our old port was taken meanwhile; single node, so any port will do
-    return std::make_unique<TCPStoreServer>(so);
+    return std::make_unique<parallel::TCPStoreServer>(so);
   }
 }
 
 constexpr const char* kRoundKey = "ember-run/round";
 
 // Node 0: writes the attempt's round into its new store.
-void publish_round(const LaunchOptions& o, int port, const std::string& token, int round) {
+void publish_round(const launcher::LaunchOptions& o, int port, const std::string& token, int round) {
   ember::parallel::TCPStoreOptions co;
   co.token = token;
   co.timeout_ms = 10'000;
@@ -82,7 +79,7 @@ void publish_round(const LaunchOptions& o, int port, const std::string& token, i
 
 // Other nodes, after a failure: waits until node 0's store says round `round` has begun,
 // reconnecting while node 0 replaces the store. Throws DistributedError after timeout_ms.
-void wait_for_round(const LaunchOptions& o, const std::string& token, int round, int64_t timeout_ms) {
+void wait_for_round(const launcher::LaunchOptions& o, const std::string& token, int round, int64_t timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   const std::string key = std::string(kRoundKey) + "/" + std::to_string(round);
   std::string last_error;
@@ -134,7 +131,7 @@ struct StoreLost {
 
 // Node 0, its ranks done: waits until every other node is done or its ranks' heartbeats have
 // not moved for the ft timeout (the node is gone), so that no rank loses the store mid-finish.
-void wait_for_other_nodes(const LaunchOptions& o, ember::parallel::Store& client) {
+void wait_for_other_nodes(const launcher::LaunchOptions& o, ember::parallel::Store& client) {
   namespace ft = ember::parallel::ft;
   using Clock = std::chrono::steady_clock;
   std::map<int, std::pair<std::string, Clock::time_point>> seen;  // slot -> heartbeat, since when
@@ -158,9 +155,9 @@ void wait_for_other_nodes(const LaunchOptions& o, ember::parallel::Store& client
   }
 }
 
-int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const std::string& token) {
+int run_ft(const launcher::LaunchOptions& o, launcher::WorkerGroup& group, const std::string& token) {
   namespace ft = ember::parallel::ft;
-  std::unique_ptr<TCPStoreServer> store;
+  std::unique_ptr<parallel::TCPStoreServer> store;
   int port = o.master_port;
   if (o.node_rank == 0) {
     store = start_store(o, port, token, false);
@@ -187,7 +184,7 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
       throw StoreLost{std::string("numbering rank ") + std::to_string(rank) + "'s start: " + e.what()};
     }
   });
-  const GroupEnv env{o.master_addr, port, token, 0};
+  const launcher::GroupEnv env{o.master_addr, port, token, 0};
   try {
     group.start(env);
   } catch (const StoreLost& e) {
@@ -213,13 +210,13 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
   };
   int last_failure_code = 1;
   for (;;) {
-    GroupResult r;
+    launcher::GroupResult r;
     try {
       r = group.monitor(on_round);
     } catch (const StoreLost& e) {
       return store_lost(e.what);
     }
-    if (r.outcome == GroupResult::kSucceeded) {
+    if (r.outcome == launcher::GroupResult::kSucceeded) {
       if (!group.any_succeeded()) {
         say("every rank failed and none is left to replace");
         return last_failure_code;
@@ -235,7 +232,7 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
       }
       return 0;
     }
-    if (r.outcome == GroupResult::kInterrupted) {
+    if (r.outcome == launcher::GroupResult::kInterrupted) {
       say(std::string("received ") + ::sigabbrev_np(r.signal) + "; forwarded it to the workers");
       group.stop(0);
       return 128 + r.signal;
@@ -268,18 +265,18 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
   }
 }
 
-int run(const LaunchOptions& o) {
+int run(const launcher::LaunchOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
   // The guardian kills this cgroup when ember-run is gone, so it exists first (no thread).
-  ember::launcher::RankCgroups cgroups;
+  launcher::RankCgroups cgroups;
   if (!cgroups.available())
     say("note: ranks run without cgroups (" + cgroups.why_not() +
         "); a process a rank starts that leaves its process group (setsid) can outlive ember-run");
   // It must be forked while nothing else exists, and destroyed before the cgroups, after
   // the workers are reaped (see Note [Guardian]).
-  ember::launcher::Guardian guardian(cgroups.root());
+  launcher::Guardian guardian(cgroups.root());
   // Before any thread exists (the store server's), so every thread has the signals blocked.
-  ember::launcher::SignalWatcher signals;
+  launcher::SignalWatcher signals;
 
   std::string token;
   if (const char* env = std::getenv(ember::parallel::kStoreTokenEnv); env && *env) {
@@ -299,9 +296,9 @@ int run(const LaunchOptions& o) {
     }
   }
 
-  ember::launcher::WorkerGroup group(o, signals, &guardian, &cgroups);
+  launcher::WorkerGroup group(o, signals, &guardian, &cgroups);
   if (o.ft) return run_ft(o, group, token);
-  std::unique_ptr<TCPStoreServer> store;
+  std::unique_ptr<parallel::TCPStoreServer> store;
   int port = o.master_port;
   for (int attempt = 0;; ++attempt) {
     if (o.node_rank == 0) {
@@ -313,10 +310,10 @@ int run(const LaunchOptions& o) {
     } else if (attempt > 0) {
       wait_for_round(o, token, attempt, 120'000);
     }
-    group.start(GroupEnv{o.master_addr, port, token, attempt});
-    const GroupResult r = group.monitor();
-    if (r.outcome == GroupResult::kSucceeded) return 0;
-    if (r.outcome == GroupResult::kInterrupted) {
+    group.start(launcher::GroupEnv{o.master_addr, port, token, attempt});
+    const launcher::GroupResult r = group.monitor();
+    if (r.outcome == launcher::GroupResult::kSucceeded) return 0;
+    if (r.outcome == launcher::GroupResult::kInterrupted) {
       say(std::string("received ") + ::sigabbrev_np(r.signal) + "; forwarded it to the workers");
       group.stop(0);
       return 128 + r.signal;
@@ -338,7 +335,7 @@ int run(const LaunchOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  LaunchOptions options;
+  launcher::LaunchOptions options;
   try {
     options = ember::launcher::parse_launch_options(argc, argv);
   } catch (const ember::launcher::UsageError& e) {

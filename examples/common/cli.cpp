@@ -26,6 +26,17 @@ void add_job_flags(CLI::App& app, const JobFlags& job, const std::string& backen
       ->disable_flag_override();
 }
 
+void add_output_flags(CLI::App& app, const OutputFlags& flags) {
+  app.add_option("--metrics", flags.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
+  app.add_option_function<std::string>(
+         "--progress", [&flags = flags.progress](const std::string& v) { flags = progress_mode_from_string(v); },
+         "auto: a bar on a terminal, else lines")
+      ->check(ember::cli::one_of({"auto", "tty", "lines", "none"}))
+      ->default_str("auto")
+      ->type_name("MODE");
+  add_observe_flags(app, flags.observe);
+}
+
 void add_ft_flags(CLI::App& app, const FtFlags& flags) {
   app.add_flag("--ft", flags.ft,
                "--ddp: fault-tolerant training under `ember-run --ft`: a rank that dies or hangs is dropped, the "

@@ -57,7 +57,8 @@ FtFaults::FtFaults(const std::string& spec, int slot, int64_t incarnation, std::
 
 void FtFaults::at(const std::string& point, int64_t step) const {
   for (const Fault& f : faults_) {
-    if (f.slot != slot_ || f.incarnation != incarnation_ || (f.step >= 0 && f.step != step) || f.point != point) continue;
+    const bool here = f.slot == slot_ && f.incarnation == incarnation_ && (f.step < 0 || f.step == step);
+    if (!here || f.point != point) continue;
     if (f.signo == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(f.sleep_ms));
       continue;

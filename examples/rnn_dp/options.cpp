@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "examples/common/cli.h"
-#include "examples/common/observe.h"
 
 namespace rnn_dp {
 
@@ -112,29 +111,17 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
       ->default_str("")
       ->type_name("N");
   a.add_option("--checkpoint-dir", o.checkpoint_dir, "one checkpoint per epoch")->type_name("DIR");
-  a.add_option("--metrics", o.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
   a.add_option("--dict-dir", o.dict_dir, "where the word lists are")->type_name("DIR");
-  a.add_option_function<std::string>(
-       "--progress", [&o](const std::string& v) { o.progress = ember_examples::progress_mode_from_string(v); },
-       "auto: a bar on a terminal, else lines")
-      ->check(one_of({"auto", "tty", "lines", "none"}))
-      ->default_str("auto")
-      ->type_name("MODE");
-  ember_examples::add_observe_flags(a, o.observe);
+  ember_examples::add_output_flags(a, {o.metrics_path, o.progress, o.observe});
   return app;
 }
 
 }  // namespace
 
-std::string usage() {
-  Options o;
-  return command_line(o)->help();
-}
+std::string usage() { return ember_examples::usage_of<Options>(command_line); }
 
 Options parse_options(int argc, const char* const* argv) {
-  Options o;
-  auto app = command_line(o);
-  o.help = !ember::cli::parse(*app, argc, argv);
+  Options o = ember_examples::parse_command_line<Options>(command_line, argc, argv);
   if (o.help) return o;
   ember_examples::check_ft_flags({o.ft, o.trace_steps, o.ft_fault}, o.ddp, o.backend, o.resume);
   if (o.ddp) {

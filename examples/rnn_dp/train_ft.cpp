@@ -16,9 +16,10 @@
 //    state follows from the step.
 //  - DistributedDataParallel is rebuilt over the manager's group whenever the quorum re-formed it.
 //  - The quorum's rank 0 writes the checkpoint at the end (the same file as without --ft).
-//  - --ft-fault SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] (tests and ember-bench-ft) makes that
-//    incarnation of that rank raise SIGNAL (KILL or STOP; SLEEP<ms> sleeps instead, a straggler
-//    that lets a replacement catch up) on itself at STEP (* for any), at POINT: forward
+//  - --ft-fault SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] (tests and ember-bench-ft;
+//    examples/common/ft_job.h) makes that incarnation of that rank raise SIGNAL (KILL or STOP;
+//    SLEEP<ms> sleeps instead, a straggler that lets a replacement catch up) on itself at STEP
+//    (* for any), at POINT: forward
 //    (before its first shard's forward), backward (before the backward that reduces), commit
 //    (before should_commit), or loaded (right after it received a peer's state). It prints
 //    "ft-fault: ..." with the wall-clock time in ms first.
@@ -73,11 +74,8 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   const int64_t shard_rows = o.batch_size / o.shards;
 
   ember::manual_seed(o.seed);
-  ModelConfig mc;
-  mc.num_classes = kNumClasses;
-  mc.vocab_size = kVocabSize;
-  mc.batch_first = o.batch_first;
-  mc.total_length = o.total_length;
+  const ModelConfig mc{
+      .vocab_size = kVocabSize, .num_classes = kNumClasses, .batch_first = o.batch_first, .total_length = o.total_length};
   auto model = std::make_shared<WordLangModel>(mc);
   ember::optim::Adam adam(model->parameters(), ember::optim::AdamOptions(o.lr));
 

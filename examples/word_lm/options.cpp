@@ -67,28 +67,16 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
   ember_examples::add_ft_flags(a, {o.ft, o.trace_steps, o.ft_fault});
   a.add_option("--checkpoint-dir", o.checkpoint_dir, "last.safetensors, best.safetensors and one per epoch")
       ->type_name("DIR");
-  a.add_option("--metrics", o.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
-  a.add_option_function<std::string>(
-       "--progress", [&o](const std::string& v) { o.progress = ember_examples::progress_mode_from_string(v); },
-       "auto: a bar on a terminal, else lines")
-      ->check(ember::cli::one_of({"auto", "tty", "lines", "none"}))
-      ->default_str("auto")
-      ->type_name("MODE");
-  ember_examples::add_observe_flags(a, o.observe);
+  ember_examples::add_output_flags(a, {o.metrics_path, o.progress, o.observe});
   return app;
 }
 
 }  // namespace
 
-std::string usage() {
-  Options o;
-  return command_line(o)->help();
-}
+std::string usage() { return ember_examples::usage_of<Options>(command_line); }
 
 Options parse_options(int argc, const char* const* argv) {
-  Options o;
-  auto app = command_line(o);
-  o.help = !ember::cli::parse(*app, argc, argv);
+  Options o = ember_examples::parse_command_line<Options>(command_line, argc, argv);
   if (o.help) return o;
   EMBER_CHECK_T(ValueError, !o.tied || o.nhid == o.emsize,
                 "--tied: the decoder's weight is the embedding's, so --nhid must equal --emsize (got ", o.nhid, " and ",

@@ -257,8 +257,6 @@ void save_epoch(const Options& o, const DistributedJob& job, const RNNModel& mod
 
 void append_metrics(const Options& o, const DistributedJob& job, const EpochResult& r, double next_lr, int threads,
                     double eval_s, const std::vector<int64_t>& split_tokens, int64_t ntoken) {
-  const std::filesystem::path p(o.metrics_path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   const nlohmann::json j = {
       {"epoch", r.epoch},
       {"lr", r.lr},
@@ -287,14 +285,8 @@ void append_metrics(const Options& o, const DistributedJob& job, const EpochResu
       {"seed", o.seed},
       {"ddp_world_size", o.ddp ? job.world : 0},
       {"threads", threads},
-      {"time", static_cast<int64_t>(
-                   std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                       .count())}};
-  std::ofstream f(o.metrics_path, std::ios::app);
-  EMBER_CHECK(f.good(), "cannot open the metrics file ", o.metrics_path);
-  f << j.dump() << '\n';
-  f.flush();
-  EMBER_CHECK(f.good(), "cannot write the metrics file ", o.metrics_path);
+      {"time", ember_examples::unix_time_s()}};
+  ember_examples::append_metrics_line(o.metrics_path, j.dump());
 }
 
 }  // namespace
@@ -426,16 +418,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   TruncatedBptt loop(forward, model->parameters(), optimizer, o.clip, o.bptt);
   // --deterministic without --ddp: the same exact shard sum in this process alone.
   std::unique_ptr<ember::parallel::DeterministicReducer> local_shards;
-  if (o.deterministic && !o.ddp) {
-    std::vector<Tensor> params;
-    std::vector<std::string> names;
-    for (auto& [name, p] : model->named_parameters()) {
-      params.push_back(p);
-      names.push_back(name);
-    }
-    local_shards = std::make_unique<ember::parallel::DeterministicReducer>(
-        params, names, nullptr, ember::parallel::DeterministicReducerOptions{.num_shards = o.shards});
-  }
+  if (o.deterministic && !o.ddp) local_shards = ember_examples::local_shard_reducer(*model, o.shards);
 
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();

@@ -20,28 +20,9 @@
 #include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/rnn_dp_test_util.h"
 
+// Inside rnn_dp_test: its helpers and the --ddp arguments (kSmall, kLong) need no qualification.
+namespace rnn_dp_test {
 namespace {
-
-namespace fs = std::filesystem;
-using rnn_dp_test::Child;
-using rnn_dp_test::Clock;
-using rnn_dp_test::expect_same_parameters;
-using rnn_dp_test::free_port;
-using rnn_dp_test::kDictDir;
-using rnn_dp_test::read_file;
-using rnn_dp_test::run_command;
-using rnn_dp_test::RunResult;
-using rnn_dp_test::spawn;
-using rnn_dp_test::wait_exit;
-using rnn_dp_test::wait_for;
-using rnn_dp_test::words;
-
-// As rnn_dp_ddp_test: full batches on every rank for 2 and 3 ranks (see Note [DDP mode]).
-const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
-constexpr int kLongEpochs = 8;
-const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
-                          std::to_string(kLongEpochs) + " --timeout 60";
-const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
 
 std::string source_dir() {
   const char* s = std::getenv("EMBER_SOURCE_DIR");
@@ -391,3 +372,4 @@ TEST_F(RnnDpLaunchers, LostNodeFailsTheOtherAndAReplacementJoinsTheRestart) {
 }
 
 }  // namespace
+}  // namespace rnn_dp_test

@@ -95,6 +95,18 @@ inline std::optional<int> wait_exit(pid_t pid, std::chrono::seconds timeout) {
 
 using ember::support::free_port;
 
+// The --ddp runs of rnn_dp_ddp_test and rnn_dp_launchers_test. 384 training words (64 per
+// language): with a global batch of 64 or 48 every batch is full on every rank, which is what
+// makes the ranks' averaged gradient the single process's (see Note [DDP mode]). The kill tests
+// use 6000 words so that an epoch lasts long enough to kill in: they kill rank 1 once rank 0 has
+// printed epoch 1. An epoch of kLong takes about 0.3 s on an idle machine, so 8 epochs leave
+// rank 0 seconds of training to notice in, even when the test's own polling is slow to see the line.
+inline const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
+inline constexpr int kLongEpochs = 8;
+inline const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
+                                 std::to_string(kLongEpochs) + " --timeout 60";
+inline const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
+
 /// A command line split at blanks, for spawn() (no quoting).
 inline std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> out;

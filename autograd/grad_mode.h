@@ -10,28 +10,30 @@ struct GradMode {
   static void set_enabled(bool enabled);
 };
 
-/// RAII: disables gradient recording in this thread for its lifetime (torch.no_grad()).
-class NoGradGuard {
+/// RAII: sets a mode switch (GradMode, AnomalyMode: a struct with static is_enabled and
+/// set_enabled) to `enabled` for its lifetime, then restores the value it found.
+template <class Mode>
+class ModeGuard {
  public:
-  NoGradGuard() : prev_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
-  ~NoGradGuard() { GradMode::set_enabled(prev_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit ModeGuard(bool enabled) : prev_(Mode::is_enabled()) { Mode::set_enabled(enabled); }
+  ~ModeGuard() { Mode::set_enabled(prev_); }
+  ModeGuard(const ModeGuard&) = delete;
+  ModeGuard& operator=(const ModeGuard&) = delete;
 
  private:
   bool prev_;
 };
 
-/// RAII: sets gradient recording to `enabled` for its lifetime (torch.set_grad_enabled).
-class AutoGradMode {
+/// RAII: disables gradient recording in this thread for its lifetime (torch.no_grad()).
+class NoGradGuard : public ModeGuard<GradMode> {
  public:
-  explicit AutoGradMode(bool enabled) : prev_(GradMode::is_enabled()) { GradMode::set_enabled(enabled); }
-  ~AutoGradMode() { GradMode::set_enabled(prev_); }
-  AutoGradMode(const AutoGradMode&) = delete;
-  AutoGradMode& operator=(const AutoGradMode&) = delete;
+  NoGradGuard() : ModeGuard(false) {}
+};
 
- private:
-  bool prev_;
+/// RAII: sets gradient recording to `enabled` for its lifetime (torch.set_grad_enabled).
+class AutoGradMode : public ModeGuard<GradMode> {
+ public:
+  explicit AutoGradMode(bool enabled) : ModeGuard(enabled) {}
 };
 
 struct AnomalyMode {
@@ -40,15 +42,9 @@ struct AnomalyMode {
 };
 
 /// RAII: anomaly detection on for its lifetime (torch.autograd.detect_anomaly()).
-class DetectAnomalyGuard {
+class DetectAnomalyGuard : public ModeGuard<AnomalyMode> {
  public:
-  DetectAnomalyGuard() : prev_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
-  ~DetectAnomalyGuard() { AnomalyMode::set_enabled(prev_); }
-  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
-  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
-
- private:
-  bool prev_;
+  DetectAnomalyGuard() : ModeGuard(true) {}
 };
 
 }  // namespace ember::autograd

@@ -1,5 +1,5 @@
 // Python-style indexing of tensors, LibTorch's Tensor::index / index_put_ (core/tensor_index.h
-// has the index terms). Differentiable; see Note [Indexing] in autograd/indexing.cpp.
+// has the index terms). Differentiable; see Note [Indexing] in autograd/functions/indexing.cpp.
 // Thread-safe as the other ops: concurrent reads are fine, writers to one tensor synchronize.
 #pragma once
 #include <vector>

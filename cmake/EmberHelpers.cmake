@@ -48,7 +48,7 @@ function(ember_target_defaults tgt)
     #   -Wno-maybe-uninitialized: -fsanitize=address, inside libstdc++'s own std::regex
     #     (std::function members of _State, used by dataloader_failure_test);
     #   -Wno-array-bounds: -fsanitize=undefined, std::vector<Tensor*>'s initializer list of two
-    #     pointers grown by push_back in nn/detail/rnn_layer.cpp ("subscript 2 is outside").
+    #     pointers grown by push_back in autograd/functions/rnn.cpp ("subscript 2 is outside").
     target_compile_options(${tgt} PRIVATE
       $<$<COMPILE_LANGUAGE:CXX>:${EMBER_SANITIZE_FLAGS} ${EMBER_FUZZ_FLAGS} -fno-omit-frame-pointer>
       $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized -Wno-array-bounds>)

@@ -101,8 +101,8 @@
 //    poisoned) block, so the tail it leaves in the pool needs no work; the cost of poisoning
 //    stays proportional to the bytes handed out, not to the segment.
 //  * A segment is unpoisoned before it goes back to the backend.
-// An access outside a live allocation is then reported as "use-after-poison"
-// (tests/core/allocator_test.cpp, Allocator.Asan*). Release builds compile none of this.
+// An access outside a live allocation is then reported as "use-after-poison". Release builds
+// compile none of this.
 
 // Note [Stream-aware frees]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -361,20 +361,23 @@ class DeviceCachingAllocator final : public Allocator {
     BlockPool& pool = *block->pool;
     if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
       pool.blocks.erase(prev);
-      prev->size += block->size;
-      prev->next = block->next;
-      if (block->next) block->next->prev = prev;
-      recycle(block);
+      absorb_next(prev);
       block = prev;
     }
     if (Block* next = block->next; next != nullptr && !next->allocated) {
       pool.blocks.erase(next);
-      block->size += next->size;
-      block->next = next->next;
-      if (next->next) next->next->prev = block;
-      recycle(next);
+      absorb_next(block);
     }
     pool.blocks.insert(block);
+  }
+
+  // Grows `block` over its free neighbour block->next in the segment and recycles the neighbour.
+  void absorb_next(Block* block) {
+    Block* next = block->next;
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next) next->next->prev = block;
+    recycle(next);
   }
 
   MemoryStats stats() {

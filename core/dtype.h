@@ -76,38 +76,41 @@ inline T from_double(double v) {
     return __VA_ARGS__();                  \
   }
 
-#define EMBER_DISPATCH_ALL(dtype, opname, ...)                                          \
-  [&] {                                                                                 \
-    switch (dtype) {                                                                    \
-      EMBER_DTYPE_CASE(::ember::DType::Float32, float, __VA_ARGS__)                     \
-      EMBER_DTYPE_CASE(::ember::DType::Float64, double, __VA_ARGS__)                    \
-      EMBER_DTYPE_CASE(::ember::DType::Int64, int64_t, __VA_ARGS__)                     \
-      EMBER_DTYPE_CASE(::ember::DType::Int32, int32_t, __VA_ARGS__)                     \
-      EMBER_DTYPE_CASE(::ember::DType::Bool, bool, __VA_ARGS__)                         \
-      EMBER_DTYPE_CASE(::ember::DType::BFloat16, ::ember::BFloat16, __VA_ARGS__)        \
-      EMBER_DTYPE_CASE(::ember::DType::Float16, ::ember::Half, __VA_ARGS__)             \
-    }                                                                                   \
-    EMBER_THROW(::ember::TypeError, opname, ": unsupported dtype ", dtype);             \
+// The case lists the dispatches are made of, one EMBER_DTYPE_CASE per type.
+#define EMBER_FLOATING_CASES(...)                                  \
+  EMBER_DTYPE_CASE(::ember::DType::Float32, float, __VA_ARGS__)    \
+  EMBER_DTYPE_CASE(::ember::DType::Float64, double, __VA_ARGS__)
+#define EMBER_NUMERIC_CASES(...)                                   \
+  EMBER_FLOATING_CASES(__VA_ARGS__)                                \
+  EMBER_DTYPE_CASE(::ember::DType::Int64, int64_t, __VA_ARGS__)    \
+  EMBER_DTYPE_CASE(::ember::DType::Int32, int32_t, __VA_ARGS__)
+#define EMBER_HALF_CASES(...)                                                  \
+  EMBER_DTYPE_CASE(::ember::DType::BFloat16, ::ember::BFloat16, __VA_ARGS__)   \
+  EMBER_DTYPE_CASE(::ember::DType::Float16, ::ember::Half, __VA_ARGS__)
+
+/// Every dtype (the switch names each, so -Wswitch flags a dtype added without a case).
+#define EMBER_DISPATCH_ALL(dtype, opname, ...)                                \
+  [&] {                                                                       \
+    switch (dtype) {                                                          \
+      EMBER_NUMERIC_CASES(__VA_ARGS__)                                        \
+      EMBER_DTYPE_CASE(::ember::DType::Bool, bool, __VA_ARGS__)               \
+      EMBER_HALF_CASES(__VA_ARGS__)                                           \
+    }                                                                         \
+    EMBER_THROW(::ember::TypeError, opname, ": unsupported dtype ", dtype);   \
   }()
 
-#define EMBER_DISPATCH_NUMERIC(dtype, opname, ...)                                      \
-  [&] {                                                                                 \
-    switch (dtype) {                                                                    \
-      EMBER_DTYPE_CASE(::ember::DType::Float32, float, __VA_ARGS__)                     \
-      EMBER_DTYPE_CASE(::ember::DType::Float64, double, __VA_ARGS__)                    \
-      EMBER_DTYPE_CASE(::ember::DType::Int64, int64_t, __VA_ARGS__)                     \
-      EMBER_DTYPE_CASE(::ember::DType::Int32, int32_t, __VA_ARGS__)                     \
-      default: break;                                                                   \
-    }                                                                                   \
-    EMBER_THROW(::ember::TypeError, opname, ": expected a numeric dtype, got ", dtype); \
+/// The dtypes of the case list CASES; any other is a TypeError "<opname><expected><dtype>".
+#define EMBER_DISPATCH_CASES(dtype, CASES, opname, expected, ...) \
+  [&] {                                                           \
+    switch (dtype) {                                              \
+      CASES(__VA_ARGS__)                                          \
+      default: break;                                             \
+    }                                                             \
+    EMBER_THROW(::ember::TypeError, opname, expected, dtype);     \
   }()
 
-#define EMBER_DISPATCH_FLOATING(dtype, opname, ...)                                             \
-  [&] {                                                                                         \
-    switch (dtype) {                                                                            \
-      EMBER_DTYPE_CASE(::ember::DType::Float32, float, __VA_ARGS__)                             \
-      EMBER_DTYPE_CASE(::ember::DType::Float64, double, __VA_ARGS__)                            \
-      default: break;                                                                           \
-    }                                                                                           \
-    EMBER_THROW(::ember::TypeError, opname, ": expected a floating-point dtype (float32 or float64), got ", dtype); \
-  }()
+#define EMBER_DISPATCH_NUMERIC(dtype, opname, ...) \
+  EMBER_DISPATCH_CASES(dtype, EMBER_NUMERIC_CASES, opname, ": expected a numeric dtype, got ", __VA_ARGS__)
+#define EMBER_DISPATCH_FLOATING(dtype, opname, ...)                                                       \
+  EMBER_DISPATCH_CASES(dtype, EMBER_FLOATING_CASES, opname,                                               \
+                       ": expected a floating-point dtype (float32 or float64), got ", __VA_ARGS__)

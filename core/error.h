@@ -66,7 +66,7 @@ class DeviceError : public Error { using Error::Error; };
 
 /// Every subclass above with its ErrorCode name (core/error_code.h), so carrying an error across a
 /// thread or process keeps its type. A new ember error type derives from Error directly and
-/// joins this list; error_code_test checks each one's round trip.
+/// joins this list, which is what carries it across a boundary with its type.
 #define EMBER_FORALL_ERROR_SUBCLASSES(_) \
   _(ValueError, kValue)                  \
   _(TypeError, kType)                    \

@@ -135,15 +135,6 @@ void Span::end() {
   detail::record(std::move(e));
 }
 
-void DynamicSpan::end() {
-  Event e;
-  e.end_ns = detail::now_ns();
-  e.name = std::move(name_);
-  e.category = category_;
-  e.start_ns = start_ns_;
-  detail::record(std::move(e));
-}
-
 void AsyncSpan::finish() const {
   if (start_ns_ < 0 || !enabled()) return;
   Event e;

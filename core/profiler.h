@@ -70,34 +70,30 @@ class Span {
   Span& operator=(const Span&) = delete;
 
  private:
+  friend class DynamicSpan;
+  explicit Span(Category category) : name_(nullptr), category_(category) {}  // not started
   void end();
   const char* name_;
   int64_t start_ns_ = -1;
   Category category_;
 };
 
-/// A Span whose name is made at run time (a backward node's name()), copied only while recording.
+/// A Span whose name is made at run time (a backward node's name()), made only while recording.
 /// Use EMBER_PROFILE_SCOPE_DYNAMIC.
 class DynamicSpan {
  public:
   template <typename NameFn>
-  DynamicSpan(NameFn&& name, Category category) : category_(category) {
+  DynamicSpan(NameFn&& name, Category category) : span_(category) {
     if (enabled()) [[unlikely]] {
       name_ = name();
-      start_ns_ = detail::now_ns();
+      span_.name_ = name_.c_str();
+      span_.start_ns_ = detail::now_ns();
     }
   }
-  ~DynamicSpan() {
-    if (start_ns_ >= 0) [[unlikely]] end();
-  }
-  DynamicSpan(const DynamicSpan&) = delete;
-  DynamicSpan& operator=(const DynamicSpan&) = delete;
 
  private:
-  void end();
-  std::string name_;
-  int64_t start_ns_ = -1;
-  Category category_;
+  std::string name_;  // declared before span_, so it outlives the span's end()
+  Span span_;
 };
 
 /// A span that ends on another thread (a collective finishing on the backend's thread): made

@@ -169,18 +169,31 @@ void Tensor::retain_grad() const {
   ensure_autograd_meta().retains_grad = true;
 }
 
-int Tensor::register_hook(TensorHook hook) const {
-  EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
-  auto& m = ensure_autograd_meta();
-  int id = m.next_hook_id++;
-  m.hooks.emplace_back(id, std::move(hook));
+namespace {
+
+// Hooks of both kinds share one id counter, so an id names one hook of one tensor.
+template <typename Hook>
+int add_hook(AutogradMeta& m, std::vector<std::pair<int, Hook>>& hooks, Hook hook) {
+  const int id = m.next_hook_id++;
+  hooks.emplace_back(id, std::move(hook));
   return id;
 }
 
+template <typename Hook>
+void erase_hook(std::vector<std::pair<int, Hook>>& hooks, int id) {
+  std::erase_if(hooks, [id](const auto& h) { return h.first == id; });
+}
+
+}  // namespace
+
+int Tensor::register_hook(TensorHook hook) const {
+  EMBER_CHECK(requires_grad(), "register_hook: cannot register a hook on a tensor that doesn't require gradient");
+  auto& m = ensure_autograd_meta();
+  return add_hook(m, m.hooks, std::move(hook));
+}
+
 void Tensor::remove_hook(int id) const {
-  auto* m = autograd_meta();
-  if (!m) return;
-  std::erase_if(m->hooks, [id](const auto& h) { return h.first == id; });
+  if (auto* m = autograd_meta()) erase_hook(m->hooks, id);
 }
 
 int Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
@@ -188,15 +201,11 @@ int Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
               "register_post_accumulate_grad_hook: post accumulate grad hooks can only be registered on leaf "
               "tensors that require grad");
   auto& m = ensure_autograd_meta();
-  int id = m.next_hook_id++;
-  m.post_accumulate_hooks.emplace_back(id, std::move(hook));
-  return id;
+  return add_hook(m, m.post_accumulate_hooks, std::move(hook));
 }
 
 void Tensor::remove_post_accumulate_grad_hook(int id) const {
-  auto* m = autograd_meta();
-  if (!m) return;
-  std::erase_if(m->post_accumulate_hooks, [id](const auto& h) { return h.first == id; });
+  if (auto* m = autograd_meta()) erase_hook(m->post_accumulate_hooks, id);
 }
 
 }  // namespace ember

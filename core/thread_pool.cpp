@@ -12,9 +12,9 @@
 // the caller waits only for the workers that joined. The caller takes chunks too, so when a
 // worker is slow to wake (a loaded machine, where a sleeping thread may wait a scheduler tick
 // or more) the caller runs the remaining chunks itself and returns without waiting for that
-// worker; the task is withdrawn under mu_ first, so a late worker never sees it. (Waiting for
-// every worker to check in made 2 threads slower than 1 for memory-bound loops such as
-// clip_grad_norm_'s on a busy machine: issue 20.)
+// worker; the task is withdrawn under mu_ first, so a late worker never sees it. Waiting for
+// every worker to check in instead would make the caller's latency that of the slowest wake-up,
+// which for short memory-bound loops costs more than the extra threads gain.
 //
 // Note [Thread pool and fork]
 // After fork() only the forking thread exists in the child; the parent's workers are gone and

@@ -1,4 +1,5 @@
-// Layer functions of nn::functional: linear, embedding, dropout, layer_norm, activations.
+// Layer functions of nn::functional: linear, embedding, dropout, layer_norm, activations, with
+// PyTorch's checks; the fused ones record their nodes in autograd/functions/nn_layers.cpp.
 // Losses are in functional_loss.cpp.
 #include <cmath>
 #include <cstring>
@@ -7,18 +8,13 @@
 #include <vector>
 
 #include "autograd/autocast.h"
-#include "autograd/node.h"
+#include "autograd/functions/nn_layers.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 #include "nn/functional.h"
 
 namespace ember::nn::functional {
-
-using autograd::FunctionNode;
-using autograd::SavedVariable;
-using autograd::TensorList;
 
 Reduction reduction_from_string(const std::string& s) {
   if (s == "none") return Reduction::None;
@@ -57,13 +53,7 @@ int64_t wrap_padding_idx(std::optional<int64_t> padding_idx, int64_t num) {
 Tensor embedding(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
   EMBER_CHECK_T(ValueError, weight.dim() == 2, "embedding: 'weight' must be 2-D, got shape ", weight.sizes());
   const int64_t num = weight.sizes()[0];
-  const int64_t pad = wrap_padding_idx(padding_idx, num);
-  Tensor out = native::embedding_forward(weight, input);
-  autograd::record("EmbeddingBackward0", {&weight}, {&out},
-                   [input, num, pad, dt = weight.dtype(), dev = weight.device()](FunctionNode&, TensorList& g) {
-                     return TensorList{native::embedding_backward(g[0], input, num, pad, dt, dev)};
-                   });
-  return out;
+  return autograd::functions::embedding(input, weight, wrap_padding_idx(padding_idx, num));
 }
 
 Tensor detail::embedding_reference(const Tensor& input, const Tensor& weight, std::optional<int64_t> padding_idx) {
@@ -145,20 +135,8 @@ Tensor layer_norm(const Tensor& input0, const IntList& normalized_shape, const T
   // On autocast's float32 list: see Note [Autocast op lists].
   const Tensor input = autograd::autocast_to_float32(input0), weight = autograd::autocast_to_float32(weight0),
                bias = autograd::autocast_to_float32(bias0);
-  auto [M, N] = layer_norm_dims(input, normalized_shape, weight, bias);
-  native::LayerNormForward f = native::layer_norm_forward(input, M, N, weight, bias, eps);
-  if (autograd::any_requires_grad({&input, &weight, &bias})) {
-    SavedVariable sx(native::contiguous(input)), sw(weight);
-    autograd::record("NativeLayerNormBackward0", {&input, &weight, &bias}, {&f.y},
-                     [sx, sw, mean = f.mean, rstd = f.rstd, M = M, N = N](FunctionNode& n, TensorList& g) {
-                       Tensor xv = sx.unpack("NativeLayerNormBackward0");
-                       Tensor wv = sw.defined() ? sw.unpack("NativeLayerNormBackward0") : Tensor();
-                       std::vector<bool> needs{n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2)};
-                       std::vector<Tensor> r = native::layer_norm_backward(g[0], xv, wv, mean, rstd, M, N, needs);
-                       return TensorList(r.begin(), r.end());
-                     });
-  }
-  return f.y;
+  const auto [M, N] = layer_norm_dims(input, normalized_shape, weight, bias);
+  return autograd::functions::layer_norm(input, M, N, weight, bias, eps);
 }
 
 Tensor detail::layer_norm_reference(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "autograd/functions/class_loss.h"
 #include "autograd/ops.h"
 #include "core/generator.h"
 #include "core/tensor.h"
@@ -15,7 +16,7 @@
 namespace ember::nn::functional {
 
 /// How a loss reduces its per-element values (PyTorch's reduction='none' | 'mean' | 'sum').
-enum class Reduction { None, Mean, Sum };
+using Reduction = autograd::functions::Reduction;
 /// "none", "mean" or "sum"; throws ValueError otherwise.
 Reduction reduction_from_string(const std::string& s);
 const char* reduction_name(Reduction r);

@@ -1,5 +1,6 @@
 // Losses of nn::functional: cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits.
-// See Note [Class-index loss kernels].
+// The fused class-index path is autograd/functions/class_loss.cpp (Note [Class-index loss
+// kernels] in core/ops/class_loss.cpp); the composite path, its reference, is here.
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -7,19 +8,11 @@
 #include <vector>
 
 #include "autograd/autocast.h"
-#include "autograd/node.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "core/ops/nn_native.h"
 #include "nn/functional.h"
 
 namespace ember::nn::functional {
-
-using autograd::FunctionNode;
-using autograd::SavedVariable;
-using autograd::TensorList;
-
-// The fused class-index losses: see Note [Class-index loss kernels] in core/ops/class_loss.cpp.
 
 namespace {
 
@@ -86,36 +79,6 @@ Tensor reduce_loss(const Tensor& l, Reduction r) {
     case Reduction::Mean: return ember::mean(l);
   }
   return l;
-}
-
-// The fused class-index losses (native::class_loss_forward / _backward). `ce`: cross_entropy
-// (else nll_loss).
-Tensor fused_class_loss(const Tensor& input, const Tensor& target, const Tensor& weight, int64_t ignore_index,
-                        Reduction reduction, double label_smoothing, bool ce, const ClassLayout& L) {
-  const char* name = ce ? "CrossEntropyLossBackward0" : "NllLossBackward0";
-  native::ClassLossForward f = native::class_loss_forward(input, target, weight, ignore_index, label_smoothing, ce);
-  Tensor out;
-  if (reduction == Reduction::None) {
-    out = native::reshape(native::to(f.loss, input.device(), input.dtype()), L.out_sizes);
-  } else {
-    double v = reduction == Reduction::Sum ? f.sum : f.sum / f.total_weight;
-    out = scalar_tensor(v, TensorOptions(input.dtype()).device(input.device()));
-  }
-  if (autograd::any_requires_grad({&input})) {
-    SavedVariable sx(ce ? input : Tensor());
-    autograd::record(name, {&input}, {&out},
-                     [sx, target, weight, lse = f.lse, tw = f.total_weight, ignore_index, label_smoothing, reduction,
-                      ce, name, sizes = input.sizes(), dt = input.dtype()](FunctionNode&, TensorList& g) {
-                       const bool per_elem = reduction == Reduction::None;
-                       double gs = per_elem ? 0.0 : g[0].item();
-                       if (reduction == Reduction::Mean) gs /= tw;
-                       Tensor logits = ce ? sx.unpack(name) : Tensor();
-                       return TensorList{native::class_loss_backward(sizes, dt, logits, target, weight, lse,
-                                                                     per_elem ? g[0] : Tensor(), gs, ignore_index,
-                                                                     label_smoothing, ce)};
-                     });
-  }
-  return out;
 }
 
 // Composite nll over log-probabilities `logp` ([N, C, d...] or [C]); `smooth_from` adds label smoothing.
@@ -209,8 +172,8 @@ Tensor cross_entropy(const Tensor& input0, const Tensor& target0, const CrossEnt
   if (is_probability_target(input, target)) return cross_entropy_probs(input, target, options);
   ClassLayout L = check_class_target(input, target, options.weight, "cross_entropy");
   if (!fused_ok(input, target, options.weight)) return detail::cross_entropy_reference(input, target, options);
-  return fused_class_loss(input, target, options.weight, options.ignore_index, options.reduction,
-                          options.label_smoothing, true, L);
+  return autograd::functions::class_loss(input, target, options.weight, options.ignore_index, options.reduction,
+                                         options.label_smoothing, /*from_logits=*/true, L.out_sizes);
 }
 
 Tensor nll_loss(const Tensor& input0, const Tensor& target, const NLLLossOptions& options0) {
@@ -219,7 +182,8 @@ Tensor nll_loss(const Tensor& input0, const Tensor& target, const NLLLossOptions
   options.weight = autograd::autocast_to_float32(options0.weight);
   ClassLayout L = check_class_target(input, target, options.weight, "nll_loss");
   if (!fused_ok(input, target, options.weight)) return detail::nll_loss_reference(input, target, options);
-  return fused_class_loss(input, target, options.weight, options.ignore_index, options.reduction, 0.0, false, L);
+  return autograd::functions::class_loss(input, target, options.weight, options.ignore_index, options.reduction, 0.0,
+                                         /*from_logits=*/false, L.out_sizes);
 }
 
 Tensor detail::cross_entropy_reference(const Tensor& input, const Tensor& target, const CrossEntropyOptions& options) {

@@ -25,23 +25,32 @@ inline constexpr nn::functional::Reduction kSum = nn::functional::Reduction::Sum
 
 namespace ember::nn {
 
+namespace detail {
+/// The chaining setters and getters a class-index loss's options share (weight, ignore_index,
+/// reduction), over the functional options struct Base; Self is the options class.
+template <class Self, class Base>
+struct ClassLossOptionsSetters : Base {
+  Self& weight(Tensor w) {
+    Base::weight = std::move(w);
+    return static_cast<Self&>(*this);
+  }
+  const Tensor& weight() const { return Base::weight; }
+  Self& ignore_index(int64_t i) {
+    Base::ignore_index = i;
+    return static_cast<Self&>(*this);
+  }
+  int64_t ignore_index() const { return Base::ignore_index; }
+  Self& reduction(functional::Reduction r) {
+    Base::reduction = r;
+    return static_cast<Self&>(*this);
+  }
+  functional::Reduction reduction() const { return Base::reduction; }
+};
+}  // namespace detail
+
 /// LibTorch's CrossEntropyLossOptions: chaining setters and getters over CrossEntropyOptions.
-struct CrossEntropyLossOptions : functional::CrossEntropyOptions {
-  CrossEntropyLossOptions& weight(Tensor w) {
-    functional::CrossEntropyOptions::weight = std::move(w);
-    return *this;
-  }
-  const Tensor& weight() const { return functional::CrossEntropyOptions::weight; }
-  CrossEntropyLossOptions& ignore_index(int64_t i) {
-    functional::CrossEntropyOptions::ignore_index = i;
-    return *this;
-  }
-  int64_t ignore_index() const { return functional::CrossEntropyOptions::ignore_index; }
-  CrossEntropyLossOptions& reduction(functional::Reduction r) {
-    functional::CrossEntropyOptions::reduction = r;
-    return *this;
-  }
-  functional::Reduction reduction() const { return functional::CrossEntropyOptions::reduction; }
+struct CrossEntropyLossOptions
+    : detail::ClassLossOptionsSetters<CrossEntropyLossOptions, functional::CrossEntropyOptions> {
   CrossEntropyLossOptions& label_smoothing(double s) {
     functional::CrossEntropyOptions::label_smoothing = s;
     return *this;
@@ -50,23 +59,7 @@ struct CrossEntropyLossOptions : functional::CrossEntropyOptions {
 };
 
 /// LibTorch's NLLLossOptions: chaining setters and getters over NLLLossOptions.
-struct NLLLossOptions : functional::NLLLossOptions {
-  NLLLossOptions& weight(Tensor w) {
-    functional::NLLLossOptions::weight = std::move(w);
-    return *this;
-  }
-  const Tensor& weight() const { return functional::NLLLossOptions::weight; }
-  NLLLossOptions& ignore_index(int64_t i) {
-    functional::NLLLossOptions::ignore_index = i;
-    return *this;
-  }
-  int64_t ignore_index() const { return functional::NLLLossOptions::ignore_index; }
-  NLLLossOptions& reduction(functional::Reduction r) {
-    functional::NLLLossOptions::reduction = r;
-    return *this;
-  }
-  functional::Reduction reduction() const { return functional::NLLLossOptions::reduction; }
-};
+struct NLLLossOptions : detail::ClassLossOptionsSetters<NLLLossOptions, functional::NLLLossOptions> {};
 
 }  // namespace ember::nn
 

@@ -4,13 +4,13 @@
 #include <sstream>
 
 #include "autograd/autocast.h"
+#include "autograd/functions/nn_layers.h"
+#include "autograd/functions/rnn.h"
 #include "autograd/ops.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
 #include "core/ops/rnn_flat_weights.h"
 #include "core/detail/checked_math.h"
-#include "nn/detail/cudnn_rnn.h"
-#include "nn/detail/gather_rows.h"
 
 namespace ember::nn {
 namespace detail {
@@ -43,21 +43,14 @@ Tensor permute_batch(const Tensor& state, const Tensor& permutation) {
   const int64_t layers = state.size(0), batch = state.size(1);
   EMBER_CHECK_T(ValueError, static_cast<int64_t>(perm.size()) == batch, "rnn: the permutation has ", perm.size(),
                 " entries for a batch of ", batch);
-  auto map = std::make_shared<RowMap>();
+  auto map = std::make_shared<autograd::functions::RowMap>();
   ember::detail::translate_bad_alloc("RNN", ember::detail::host_bytes(static_cast<uint64_t>(layers * batch), sizeof(int64_t)),
                                      [&] { map->index.resize(static_cast<size_t>(layers * batch)); });
   for (int64_t l = 0; l < layers; ++l) {
     for (int64_t j = 0; j < batch; ++j) map->index[static_cast<size_t>(l * batch + j)] = l * batch + perm[static_cast<size_t>(j)];
   }
   map->compute_inverse(layers * batch, "RNN");
-  return gather_rows(state, map, state.sizes());
-}
-
-Tensor inter_layer_dropout(const Tensor& x, double p) {
-  if (p >= 1.0) return mul(x, 0.0);
-  Tensor mask = bernoulli(x.sizes(), 1.0 - p, TensorOptions(x.dtype()).device(x.device()));
-  native::mul_(mask, 1.0 / (1.0 - p));
-  return mul(x, mask);
+  return autograd::functions::gather_rows(state, map, state.sizes());
 }
 
 void check_state(const RnnConfig& c, const Tensor& h, const IntList& expected, const char* what) {
@@ -81,49 +74,14 @@ void check_dtypes(const RnnConfig& c, const std::vector<Tensor>& weights, const 
   }
 }
 
-// The stack of layers over packed rows; h0/c0 [L*D, B, H] in sorted order (undefined = zeros).
+// The stack over packed rows; h0/c0 [L*D, B, H] in sorted order (undefined = zeros).
 std::tuple<Tensor, Tensor, Tensor> forward_rows(const RnnConfig& c, const std::vector<Tensor>& weights, bool training,
-                                                const Tensor& data, const std::shared_ptr<const PackedSteps>& steps,
-                                                Tensor h0, Tensor c0) {
-  const int64_t D = c.num_directions(), L = c.num_layers, H = c.hidden_size, B = steps->batch_sizes[0];
-  const bool lstm = c.mode == RnnMode::kLstm;
-  const TensorOptions opts = TensorOptions(data.dtype()).device(data.device());
-  if (!h0.defined()) h0 = zeros({L * D, B, H}, opts);
-  if (lstm && !c0.defined()) c0 = zeros({L * D, B, H}, opts);
-  // On CUDA the whole stack is one cuDNN call where it can be (Note [cuDNN RNN]).
-  native::CudnnRnnConfig cc;
-  cc.mode = c.mode;
-  cc.input_size = c.input_size;
-  cc.hidden_size = H;
-  cc.num_layers = L;
-  cc.bidirectional = c.bidirectional;
-  cc.bias = c.bias;
-  cc.dropout = c.dropout;
+                                                const Tensor& data, const std::shared_ptr<const native::PackedSteps>& steps,
+                                                const Tensor& h0, const Tensor& c0) {
+  native::CudnnRnnConfig cc = c;  // the stack's part of the module's configuration
   cc.training = training;
-  if (native::cudnn_rnn_usable(cc, data)) return cudnn_rnn(cc, data, steps, h0, c0, weights);
-  Tensor x = data;
-  std::vector<Tensor> hs, cs;
-  for (int64_t l = 0; l < L; ++l) {
-    // The layer wants {w_ih, w_hh, b_ih, b_hh} per direction; without bias only the weights are registered.
-    std::vector<Tensor> w;
-    for (int64_t d = 0; d < D; ++d) {
-      const size_t per = c.bias ? 4 : 2, base = static_cast<size_t>(l * D + d) * per;
-      w.push_back(weights[base]);
-      w.push_back(weights[base + 1]);
-      w.push_back(c.bias ? weights[base + 2] : Tensor());
-      w.push_back(c.bias ? weights[base + 3] : Tensor());
-    }
-    Tensor h0_l = L == 1 ? h0 : narrow(h0, 0, l * D, D);
-    Tensor c0_l = lstm ? (L == 1 ? c0 : narrow(c0, 0, l * D, D)) : Tensor();
-    RnnLayerOutputs r = rnn_layer(c.mode, x, steps, h0_l, c0_l, w);
-    x = r.output;
-    if (training && c.dropout > 0 && l + 1 < L) x = inter_layer_dropout(x, c.dropout);
-    hs.push_back(r.h_n);
-    if (lstm) cs.push_back(r.c_n);
-  }
-  Tensor h_n = L == 1 ? hs[0] : cat(hs, 0);
-  Tensor c_n = lstm ? (L == 1 ? cs[0] : cat(cs, 0)) : Tensor();
-  return {x, h_n, c_n};
+  auto r = autograd::functions::rnn(cc, data, steps, h0, c0, weights);
+  return {r.output, r.h_n, r.c_n};
 }
 
 // Autocast puts the RNN layers on the lower-precision list (Note [Autocast op lists]): true when
@@ -279,7 +237,7 @@ std::tuple<Tensor, Tensor, Tensor> rnn_forward_padded(const RnnConfig& c, const 
   check_dtypes(c, weights, x, h, cc);
 
   Tensor data = reshape(contiguous(x), {T * B, c.input_size});
-  auto steps = PackedSteps::make(std::vector<int64_t>(static_cast<size_t>(T), B));
+  auto steps = native::PackedSteps::make(std::vector<int64_t>(static_cast<size_t>(T), B));
   auto [y, h_n, c_n] = forward_rows(c, weights, training, data, steps, h, cc);
   Tensor out = view(y, {T, B, D * c.hidden_size});
   if (c.batch_first) out = transpose(out, 0, 1);
@@ -322,7 +280,7 @@ std::tuple<PackedSequence, Tensor, Tensor> rnn_forward_packed(const RnnConfig& c
   EMBER_CHECK_T(ValueError, input.batch_sizes.dim() == 1 && !input.batch_sizes.is_floating_point(), name,
                 ": batch_sizes must be a 1-D integer tensor, got ", input.batch_sizes.sizes(), " ",
                 input.batch_sizes.dtype());
-  auto steps = PackedSteps::make(int64_values(input.batch_sizes));
+  auto steps = native::PackedSteps::make(int64_values(input.batch_sizes));
   EMBER_CHECK_T(ValueError, steps->num_rows == input.data.size(0), name, ": batch_sizes sum to ", steps->num_rows,
                 " but the packed data has ", input.data.size(0), " rows");
   const int64_t B = steps->batch_sizes[0];
@@ -362,35 +320,21 @@ detail::RnnMode rnn_mode_of(const std::string& nonlinearity) {
 
 RNNImpl::RNNImpl(const RNNOptions& options) : RNNBase("RNN", rnn_mode_of(options.nonlinearity_), options) {}
 
-std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, const Tensor& hx) {
-  auto [y, h, c] = run(input, hx, Tensor());
-  return {y, h};
-}
+std::tuple<Tensor, Tensor> RNNImpl::forward(const Tensor& input, const Tensor& hx) { return run_hidden(input, hx); }
 std::tuple<PackedSequence, Tensor> RNNImpl::forward(const PackedSequence& input, const Tensor& hx) {
-  auto [y, h, c] = run(input, hx, Tensor());
-  return {y, h};
+  return run_hidden(input, hx);
 }
 
 std::tuple<Tensor, LSTMImpl::State> LSTMImpl::forward(const Tensor& input, const std::optional<State>& hx) {
-  Tensor h0 = hx ? std::get<0>(*hx) : Tensor();
-  Tensor c0 = hx ? std::get<1>(*hx) : Tensor();
-  auto [y, h, c] = run(input, h0, c0);
-  return {y, State{h, c}};
+  return run_lstm(input, hx);
 }
 std::tuple<PackedSequence, LSTMImpl::State> LSTMImpl::forward(const PackedSequence& input, const std::optional<State>& hx) {
-  Tensor h0 = hx ? std::get<0>(*hx) : Tensor();
-  Tensor c0 = hx ? std::get<1>(*hx) : Tensor();
-  auto [y, h, c] = run(input, h0, c0);
-  return {y, State{h, c}};
+  return run_lstm(input, hx);
 }
 
-std::tuple<Tensor, Tensor> GRUImpl::forward(const Tensor& input, const Tensor& hx) {
-  auto [y, h, c] = run(input, hx, Tensor());
-  return {y, h};
-}
+std::tuple<Tensor, Tensor> GRUImpl::forward(const Tensor& input, const Tensor& hx) { return run_hidden(input, hx); }
 std::tuple<PackedSequence, Tensor> GRUImpl::forward(const PackedSequence& input, const Tensor& hx) {
-  auto [y, h, c] = run(input, hx, Tensor());
-  return {y, h};
+  return run_hidden(input, hx);
 }
 
 }  // namespace ember::nn

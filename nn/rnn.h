@@ -3,17 +3,17 @@
 // bias_ih_..., bias_hh_...; gate order LSTM i,f,g,o and GRU r,z,n), default init
 // U(-1/sqrt(H), 1/sqrt(H)), and semantics (nn.RNN / nn.LSTM / nn.GRU), taking a padded Tensor or
 // a PackedSequence. The parameters are views of one flat buffer (Note [RNN flat weights] in
-// core/ops/rnn_flat_weights.cpp). On CUDA with cuDNN the whole stack runs as one cuDNN call
-// (nn/detail/cudnn_rnn.h); otherwise each layer runs as one autograd node with a fused CPU
-// kernel or the stepwise CUDA engine (nn/detail/rnn_layer.h). Not thread-safe (a Module);
-// clones may run concurrently.
+// core/ops/rnn_flat_weights.cpp). The module checks its input and states; the stack runs as
+// the autograd function of autograd/functions/rnn.h (one cuDNN node on CUDA with cuDNN, else
+// one node per layer over the CPU or CUDA kernels). Not thread-safe (a Module); clones may run
+// concurrently.
 #pragma once
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "nn/detail/rnn_layer.h"
+#include "core/ops/nn_native.h"
 #include "nn/module.h"
 #include "nn/module_holder.h"
 #include "nn/utils/rnn.h"
@@ -60,16 +60,14 @@ struct RNNOptions : RNNOptionsCommon<RNNOptions> {
 };
 
 namespace detail {
-/// What an RNNBase was built with (the options, minus the option struct's type).
-struct RnnConfig {
-  RnnMode mode = RnnMode::kLstm;
-  int64_t input_size = 0;
-  int64_t hidden_size = 0;
-  int64_t num_layers = 1;
-  bool bias = true;
+using native::gate_count;
+using native::RnnMode;
+inline const char* mode_name(RnnMode m) { return native::rnn_mode_name(m); }
+
+/// What an RNNBase was built with: the stack's configuration (its `training` is set per call)
+/// and the module's own batch_first.
+struct RnnConfig : native::CudnnRnnConfig {
   bool batch_first = false;
-  double dropout = 0.0;
-  bool bidirectional = false;
   int64_t num_directions() const { return bidirectional ? 2 : 1; }
 };
 /// Throws ValueError for non-positive sizes or layers, dropout outside [0, 1].
@@ -164,6 +162,19 @@ class RNNBase : public Cloneable<Derived> {
   }
   std::tuple<PackedSequence, Tensor, Tensor> run(const PackedSequence& input, const Tensor& h0, const Tensor& c0) {
     return detail::rnn_forward_packed(config_, flat_weights(), this->is_training(), input, h0, c0);
+  }
+  /// RNN's and GRU's forward: (output, h_n) for a Tensor or PackedSequence input.
+  template <class Input>
+  std::tuple<Input, Tensor> run_hidden(const Input& input, const Tensor& hx) {
+    auto [y, h, c] = run(input, hx, Tensor());
+    return {y, h};
+  }
+  /// LSTM's forward: (output, (h_n, c_n)); hx holds both states or is empty.
+  template <class Input>
+  std::tuple<Input, std::tuple<Tensor, Tensor>> run_lstm(const Input& input,
+                                                         const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+    auto [y, h, c] = hx ? run(input, std::get<0>(*hx), std::get<1>(*hx)) : run(input, Tensor(), Tensor());
+    return {y, {h, c}};
   }
 
   detail::RnnConfig config_;

@@ -51,14 +51,10 @@ void check_data_parallel_devices(const std::vector<Device>& devices, const std::
   if (output_device) check_device_exists(*output_device, "DataParallel: output_device");
 }
 
-void check_deterministic_options(const std::vector<Device>& devices, int64_t num_shards) {
+void check_deterministic_options(int64_t num_shards) {
   EMBER_CHECK_T(ValueError, num_shards >= 1 && num_shards <= (int64_t{1} << 20),
                 "DataParallel(deterministic): num_shards must be between 1 and 2^20, got ", num_shards,
                 "; it is the job's number of shards per batch, the same for every device list");
-  for (const Device& d : devices) {
-    EMBER_CHECK_T(NotImplementedError, d.is_cpu(), "DataParallel(deterministic): device ", d,
-                  " is not a CPU device; the exact gradient sum has a CPU driver only");
-  }
 }
 
 std::vector<Device> shard_devices(const std::vector<Device>& devices, int64_t num_shards) {

@@ -40,7 +40,7 @@ struct DataParallelOptions {
   /// call's batch is cut into num_shards equal shards, shard s runs as its own replica on
   /// devices[s * D / num_shards] (D devices: contiguous ranges of shards), and each
   /// parameter's gradient is the exact sum of the shards' gradients (fixed point, as
-  /// DistributedDataParallel's deterministic option). Also with one device. CPU devices only.
+  /// DistributedDataParallel's deterministic option). Also with one device; CPU or CUDA devices.
   bool deterministic = false;
   /// Under `deterministic`: shards per call (>= 1); every call's batch must divide into them.
   int64_t num_shards = 0;
@@ -59,8 +59,8 @@ namespace detail {
 /// or output_device that does not exist. A device listed twice is allowed, as in PyTorch: it gets
 /// two replicas (see Note [Replica threads] in parallel/parallel_apply.cpp).
 void check_data_parallel_devices(const std::vector<Device>& devices, const std::optional<Device>& output_device);
-/// DataParallelOptions::deterministic's checks: num_shards >= 1 and at most 2^20, CPU devices.
-void check_deterministic_options(const std::vector<Device>& devices, int64_t num_shards);
+/// DataParallelOptions::deterministic's check: num_shards >= 1 and at most 2^20 (ValueError).
+void check_deterministic_options(int64_t num_shards);
 /// Shard s's device: devices[s * D / num_shards].
 std::vector<Device> shard_devices(const std::vector<Device>& devices, int64_t num_shards);
 /// ValueError unless the batch (p.size, found by probing the arguments) is a positive multiple of num_shards.
@@ -102,7 +102,7 @@ class DataParallel : public nn::Module {
     deterministic_ = options.deterministic;
     num_shards_ = options.num_shards;
     average_shards_ = options.average_shards;
-    if (deterministic_) detail::check_deterministic_options(devices_, num_shards_);
+    if (deterministic_) detail::check_deterministic_options(num_shards_);
     module_ = register_module("module", std::move(module));
   }
 

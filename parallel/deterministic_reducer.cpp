@@ -62,8 +62,8 @@ Tensor exact_sum(const std::vector<Tensor>& terms, int64_t num_terms, double div
   double max_abs = 0.0;
   for (const Tensor& t : terms) {
     if (!t.defined()) continue;
-    EMBER_CHECK_T(NotImplementedError, t.device() == device && device.is_cpu(), "exact_sum: a term is on ",
-                  t.device().str(), "; expected every term on ", device.str(), " (the exact sum has a CPU driver only)");
+    EMBER_CHECK_T(DeviceError, t.device() == device, "exact_sum: a term is on ", t.device().str(),
+                  "; expected every term on ", device.str());
     if (first == nullptr) first = &t;
     EMBER_CHECK_T(ValueError, t.sizes() == first->sizes() && t.dtype() == first->dtype(), "exact_sum: terms of shape ",
                   first->sizes(), " ", first->dtype(), " and ", t.sizes(), " ", t.dtype(), "; expected one shape and dtype");
@@ -90,6 +90,7 @@ DeterministicReducer::DeterministicReducer(std::vector<Tensor> parameters, std::
     : params_(std::move(parameters)), names_(std::move(names)), group_(std::move(group)), options_(options) {
   EMBER_CHECK_T(ValueError, !params_.empty(),
                 "DistributedDataParallel(deterministic): the module has no parameters that require grad");
+  device_ = params_[0].device();
   EMBER_CHECK_T(ValueError, options_.num_shards >= world() && options_.num_shards <= (int64_t{1} << 20),
                 "DistributedDataParallel(deterministic): num_shards must be between the world size (", world(), ") and 2^20, got ", options_.num_shards,
                 "; it is the job's number of virtual shards per step, the same at every world size");
@@ -97,8 +98,9 @@ DeterministicReducer::DeterministicReducer(std::vector<Tensor> parameters, std::
     const Tensor& p = params_[i];
     EMBER_CHECK_T(TypeError, p.dtype() == kFloat32 || p.dtype() == kFloat64, "DistributedDataParallel(deterministic): ",
                   "parameter ", names_[i], " is ", p.dtype(), "; the exact gradient sum takes float32 or float64");
-    EMBER_CHECK_T(NotImplementedError, p.device().is_cpu(), "DistributedDataParallel(deterministic): parameter ",
-                  names_[i], " is on ", p.device().str(), "; the exact gradient sum has a CPU driver only");
+    EMBER_CHECK_T(DeviceError, p.device() == device_, "DistributedDataParallel(deterministic): parameter ",
+                  names_[i], " is on ", p.device().str(), " and ", names_[0], " on ", device_.str(),
+                  "; the exact gradient sum takes a module on one device");
   }
   kept_.resize(params_.size());
   expected_.assign(params_.size(), true);
@@ -134,9 +136,9 @@ void DeterministicReducer::shadow_reduce() {
   const size_t n = params_.size();
   int64_t total = 0;
   for (const Tensor& p : params_) total += p.numel();
-  Tensor maxes = zeros({static_cast<int64_t>(n)}, TensorOptions(kFloat64));
+  Tensor maxes = zeros({static_cast<int64_t>(n)}, TensorOptions(kFloat64).device(device_));
   group_->all_reduce(maxes, ReduceOp::MAX)->wait(options_.timeout_ms);
-  Tensor acc = zeros({total + 1}, TensorOptions(kInt64));
+  Tensor acc = zeros({total + 1}, TensorOptions(kInt64).device(device_));
   group_->all_reduce(acc, ReduceOp::SUM)->wait(options_.timeout_ms);
 }
 
@@ -215,14 +217,14 @@ void DeterministicReducer::reduce_locked() {
   for (size_t i = 0; i < n; ++i) {
     for (const Tensor& g : kept_[i]) local_max[i] = std::max(local_max[i], native::fixed_point_max_abs(g));
   }
-  Tensor maxes = from_vector(local_max, {static_cast<int64_t>(n)});
+  Tensor maxes = native::to(from_vector(local_max, {static_cast<int64_t>(n)}), device_);
   if (world() > 1) group_->all_reduce(maxes, ReduceOp::MAX)->wait(timeout);
-  const std::vector<double> global_max = maxes.to_vector<double>();
+  const std::vector<double> global_max = native::to(maxes, Device::cpu()).to_vector<double>();
   // 2. This rank's shards as one flat int64 buffer, every parameter at its own exponent, plus
   //    the shard count; 3. one all_reduce adds the ranks' integers.
   std::vector<int64_t> offset(n + 1, 0);
   for (size_t i = 0; i < n; ++i) offset[i + 1] = offset[i] + params_[i].numel();
-  Tensor acc = zeros({offset[n] + 1}, TensorOptions(kInt64));
+  Tensor acc = zeros({offset[n] + 1}, TensorOptions(kInt64).device(device_));
   std::vector<int> exponent(n, 0);
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(global_max[i])) continue;
@@ -230,12 +232,13 @@ void DeterministicReducer::reduce_locked() {
     Tensor slot = native::narrow(acc, 0, offset[i], params_[i].numel());
     for (const Tensor& g : kept_[i]) native::fixed_point_accumulate_(slot, g, exponent[i]);
   }
-  acc.data_ptr<int64_t>()[offset[n]] = local_shards_;
+  Tensor count_slot = native::narrow(acc, 0, offset[n], 1);
+  native::fill_(count_slot, static_cast<double>(local_shards_));
   for (auto& k : kept_) k.clear();
   local_shards_ = 0;
   step_open_ = false;
   if (world() > 1) group_->all_reduce(acc, ReduceOp::SUM)->wait(timeout);
-  const int64_t shards = acc.data_ptr<int64_t>()[offset[n]];
+  const int64_t shards = native::to(native::narrow(acc, 0, offset[n], 1), Device::cpu()).to_vector<int64_t>()[0];
   // Note [Join in the deterministic mode]: inside join a step may hold fewer shards.
   const bool count_ok = shards == options_.num_shards || (joining_ && shards >= 1 && shards < options_.num_shards);
   EMBER_CHECK_T(ValueError, count_ok, "DistributedDataParallel(deterministic): the ranks ran ", shards,
@@ -245,7 +248,7 @@ void DeterministicReducer::reduce_locked() {
   // 4. Back to floating point, once: the mean over the job's shards.
   const int64_t divisor = joining_ && !join_divide_by_num_shards_ ? shards : options_.num_shards;
   for (size_t i = 0; i < n; ++i) {
-    Tensor g = empty(params_[i].sizes(), TensorOptions(params_[i].dtype()));
+    Tensor g = empty(params_[i].sizes(), TensorOptions(params_[i].dtype()).device(device_));
     if (std::isfinite(global_max[i])) {
       native::fixed_point_to_float_(g, native::narrow(acc, 0, offset[i], params_[i].numel()), exponent[i],
                                     static_cast<double>(divisor));

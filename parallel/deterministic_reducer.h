@@ -30,18 +30,19 @@ namespace detail {
 /// [World-size invariance]): an exponent from the largest |element| and `num_terms` (>= the
 /// defined terms), each term rounded on its own to int64 multiples of 2^-E, the integers added,
 /// one conversion back. Undefined terms count as zeros (an undefined result when all are);
-/// a NaN or Inf in any term makes every element NaN. Terms: one shape, float32/float64, on the
-/// CPU device `device` (TypeError / NotImplementedError otherwise). The bits do not depend on
-/// the order of `terms`.
+/// a NaN or Inf in any term makes every element NaN. Terms: one shape, float32/float64, all on
+/// `device`, CPU or CUDA (TypeError / DeviceError otherwise). The bits do not depend on the
+/// order of `terms`, nor on the device type.
 Tensor exact_sum(const std::vector<Tensor>& terms, int64_t num_terms, double divisor, Device device);
 }  // namespace detail
 
 class DeterministicReducer {
  public:
   /// `names[i]` names parameters[i] in errors; `group` null: one process alone (world size 1),
-  /// which sums its shards exactly as a group would. Parameters must be float32 or float64 on the CPU
-  /// (TypeError / NotImplementedError otherwise); num_shards must be at least the world size
-  /// and at most 2^20 (ValueError).
+  /// which sums its shards exactly as a group would. Parameters must be float32 or float64, all
+  /// on one device, CPU or CUDA (TypeError / DeviceError otherwise); the step's two all_reduces
+  /// run on that device's tensors. num_shards must be at least the world size and at most 2^20
+  /// (ValueError).
   DeterministicReducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                        std::shared_ptr<ProcessGroup> group, DeterministicReducerOptions options);
   ~DeterministicReducer();
@@ -83,6 +84,7 @@ class DeterministicReducer {
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   DeterministicReducerOptions options_;
+  Device device_;  // every parameter's; the reduction's buffers live there
   std::vector<int> hook_ids_;
   bool sync_ = true;
 

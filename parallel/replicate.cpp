@@ -261,12 +261,6 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const nn::Module& module, con
       inputs.push_back(&originals[j]);
       targets.push_back({originals[j].device(), originals[j].dtype()});
     }
-    if (options.exact_sum_divisor) {
-      for (const GradTarget& t : targets) {
-        EMBER_CHECK_T(NotImplementedError, t.device.is_cpu(), "replicate: exact_sum_divisor takes CPU parameters "
-                      "only (the exact sum has a CPU driver only), got one on ", t.device);
-      }
-    }
     if (!options.exact_sum_divisor && sum_over_nccl(targets, devices)) {
       std::vector<Tensor*> outputs;
       for (Tensor& p : replica_params) outputs.push_back(&p);

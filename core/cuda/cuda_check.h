@@ -27,18 +27,18 @@ bool launch_blocking();
 const char* last_launched_kernel();
 }  // namespace ember::cuda::detail
 
-/// Throws unless the CUDA runtime call `expr` returns cudaSuccess (clears the error state first).
-#define EMBER_CUDA_CHECK(expr)                                                          \
-  do {                                                                                  \
-    const cudaError_t ember_cuda_err_ = (expr);                                         \
-    if (ember_cuda_err_ != cudaSuccess) [[unlikely]]                                    \
-      ::ember::cuda::detail::throw_cuda_error(ember_cuda_err_, #expr, EMBER_SOURCE_FILE, __LINE__); \
+/// The body of the library checks: throws through ::ember::cuda::detail::thrower(status, text,
+/// file, line) unless `expr` returns `ok` (text: the expression as written at the check).
+#define EMBER_CUDA_STATUS_CHECK_(Status, ok, thrower, text, expr)                         \
+  do {                                                                                    \
+    const Status ember_status_ = (expr);                                                  \
+    if (ember_status_ != (ok)) [[unlikely]]                                               \
+      ::ember::cuda::detail::thrower(ember_status_, text, EMBER_SOURCE_FILE, __LINE__);    \
   } while (0)
 
+/// Throws unless the CUDA runtime call `expr` returns cudaSuccess (clears the error state first).
+#define EMBER_CUDA_CHECK(expr) EMBER_CUDA_STATUS_CHECK_(cudaError_t, cudaSuccess, throw_cuda_error, #expr, expr)
+
 /// Throws unless the cuBLAS call `expr` returns CUBLAS_STATUS_SUCCESS.
-#define EMBER_CUBLAS_CHECK(expr)                                                               \
-  do {                                                                                         \
-    const cublasStatus_t ember_cublas_status_ = (expr);                                        \
-    if (ember_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                            \
-      ::ember::cuda::detail::throw_cublas_error(ember_cublas_status_, #expr, EMBER_SOURCE_FILE, __LINE__); \
-  } while (0)
+#define EMBER_CUBLAS_CHECK(expr) \
+  EMBER_CUDA_STATUS_CHECK_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, throw_cublas_error, #expr, expr)

@@ -141,13 +141,11 @@ ember::detail::RawMemoryBackend cuda_raw_memory_backend() {
 }
 
 ember::detail::PinnedMemoryBackend cuda_pinned_memory_backend() {
-  ember::detail::PinnedMemoryBackend b;
-  b.alloc = &cuda_host_alloc;
-  b.free = &cuda_host_free;
-  b.record_event = &cuda_record_event;
-  b.event_done = &cuda_event_done;
-  b.destroy_event = &cuda_destroy_event;
-  return b;
+  return {.alloc = &cuda_host_alloc,
+          .free = &cuda_host_free,
+          .record_event = &cuda_record_event,
+          .event_done = &cuda_event_done,
+          .destroy_event = &cuda_destroy_event};
 }
 
 }  // namespace ember::cuda

@@ -8,6 +8,7 @@
 #pragma once
 #include <cudnn.h>
 
+#include "core/cuda/cuda_check.h"
 #include "core/error.h"
 
 namespace ember::cuda {
@@ -23,9 +24,5 @@ cudnnHandle_t cudnn_handle(int device_index);
 }  // namespace ember::cuda
 
 /// Throws unless the cuDNN call `expr` returns CUDNN_STATUS_SUCCESS.
-#define EMBER_CUDNN_CHECK(expr)                                                                  \
-  do {                                                                                           \
-    const cudnnStatus_t ember_cudnn_status_ = (expr);                                            \
-    if (ember_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]]                                \
-      ::ember::cuda::detail::throw_cudnn_error(ember_cudnn_status_, #expr, EMBER_SOURCE_FILE, __LINE__);  \
-  } while (0)
+#define EMBER_CUDNN_CHECK(expr) \
+  EMBER_CUDA_STATUS_CHECK_(cudnnStatus_t, CUDNN_STATUS_SUCCESS, throw_cudnn_error, #expr, expr)

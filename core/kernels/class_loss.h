@@ -1,8 +1,10 @@
-// The CUDA-path bodies of the class-index losses (cross_entropy with log_softmax fused, nll_loss)
-// as per-row functors for ElementKernel (Note [Kernels as launch-grid functors]): row r = n * S + s
-// of an input viewed as [N, C, S]. The formulas and their double accumulation are those of
-// Note [Class-index loss kernels] (core/ops/class_loss.cpp) and the CPU kernels' generic path
-// (core/kernels/cpu/class_loss.cpp). Host/device; pointers are to one device's memory.
+// The class-index losses (cross_entropy with log_softmax fused, nll_loss), once, as per-row
+// functors for ElementKernel (Note [Kernels as launch-grid functors]): row r = n * S + s of an
+// input viewed as [N, C, S]. Formulas and their double accumulation: Note [Class-index loss
+// kernels] (core/ops/class_loss.cpp). The CUDA kernel runs every functor; the CPU kernel runs
+// them too, except for float32 rows with S == 1, where it takes the log-sum-exp from float
+// vector lanes and then calls cross_entropy_row_loss, and its backward is a float fast path
+// checked against CrossEntropyBackwardRowF. Host/device; pointers are to one device's memory.
 #pragma once
 #include <cstdint>
 #include <math.h>
@@ -34,6 +36,32 @@ struct TargetInRange {
   }
 };
 
+/// Where row r's target is ignore_index: zeroes loss[r], lse[r] (unless lse is null) and
+/// row_weight[r] and returns true.
+EMBER_HOST_DEVICE inline bool zero_ignored_row(const ClassLossGeometry& g, int64_t r, double* loss, double* lse,
+                                               double* row_weight) {
+  if (g.target[r] != g.ignore_index) return false;
+  loss[r] = 0.0;
+  if (lse != nullptr) lse[r] = 0.0;
+  row_weight[r] = 0.0;
+  return true;
+}
+
+/// The cross-entropy loss of a kept row (class c at row[c * g.S]) with target t and
+/// log-sum-exp l_se: (1 - ls) w[t] (l_se - x_t) + ls / C (W_C l_se - sum_c w_c x_c).
+template <typename T>
+EMBER_HOST_DEVICE double cross_entropy_row_loss(const ClassLossGeometry& g, const T* row, int64_t t, double l_se) {
+  const int64_t S = g.S;
+  const double ls = g.label_smoothing;
+  double l = (1.0 - ls) * g.w(t) * (l_se - static_cast<double>(row[t * S]));
+  if (ls > 0.0) {
+    double wx = 0.0;
+    for (int64_t c = 0; c < g.C; ++c) wx += g.w(c) * static_cast<double>(row[c * S]);
+    l += ls / static_cast<double>(g.C) * (g.wc_sum * l_se - wx);
+  }
+  return l;
+}
+
 /// loss[r], lse[r] (cross_entropy) and row_weight[r] = w[target] (0 where ignored).
 template <typename T>
 struct CrossEntropyRowF {
@@ -43,13 +71,8 @@ struct CrossEntropyRowF {
   double* lse;
   double* row_weight;
   EMBER_HOST_DEVICE void operator()(int64_t r) const {
+    if (zero_ignored_row(g, r, loss, lse, row_weight)) return;
     const int64_t t = g.target[r];
-    if (t == g.ignore_index) {
-      loss[r] = 0.0;
-      lse[r] = 0.0;
-      row_weight[r] = 0.0;
-      return;
-    }
     const T* row = x + g.base(r);
     const int64_t S = g.S;
     double m = -INFINITY;
@@ -61,16 +84,8 @@ struct CrossEntropyRowF {
     for (int64_t c = 0; c < g.C; ++c) se += ::exp(static_cast<double>(row[c * S]) - m);
     const double l_se = m + ::log(se);
     lse[r] = l_se;
-    const double wt = g.w(t);
-    const double ls = g.label_smoothing;
-    double l = (1.0 - ls) * wt * (l_se - static_cast<double>(row[t * S]));
-    if (ls > 0.0) {
-      double wx = 0.0;
-      for (int64_t c = 0; c < g.C; ++c) wx += g.w(c) * static_cast<double>(row[c * S]);
-      l += ls / static_cast<double>(g.C) * (g.wc_sum * l_se - wx);
-    }
-    loss[r] = l;
-    row_weight[r] = wt;
+    loss[r] = cross_entropy_row_loss(g, row, t, l_se);
+    row_weight[r] = g.w(t);
   }
 };
 
@@ -113,12 +128,8 @@ struct NllRowF {
   double* loss;
   double* row_weight;
   EMBER_HOST_DEVICE void operator()(int64_t r) const {
+    if (zero_ignored_row(g, r, loss, nullptr, row_weight)) return;
     const int64_t t = g.target[r];
-    if (t == g.ignore_index) {
-      loss[r] = 0.0;
-      row_weight[r] = 0.0;
-      return;
-    }
     loss[r] = -g.w(t) * static_cast<double>(x[g.base(r) + t * g.S]);
     row_weight[r] = g.w(t);
   }

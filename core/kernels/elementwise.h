@@ -10,31 +10,31 @@
 namespace ember::kernels {
 
 enum class BinaryOp : int8_t {
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum,
-  Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
-  TanhBackward, SigmoidBackward, ReluBackward, GeluBackward,
+  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
+  kEq, kNe, kLt, kLe, kGt, kGe, kLogicalAnd, kLogicalOr,
+  kTanhBackward, kSigmoidBackward, kReluBackward, kGeluBackward,
 };
 constexpr bool binary_op_returns_bool(BinaryOp op) {
-  return op == BinaryOp::Eq || op == BinaryOp::Ne || op == BinaryOp::Lt || op == BinaryOp::Le ||
-         op == BinaryOp::Gt || op == BinaryOp::Ge || op == BinaryOp::LogicalAnd || op == BinaryOp::LogicalOr;
+  return op == BinaryOp::kEq || op == BinaryOp::kNe || op == BinaryOp::kLt || op == BinaryOp::kLe ||
+         op == BinaryOp::kGt || op == BinaryOp::kGe || op == BinaryOp::kLogicalAnd || op == BinaryOp::kLogicalOr;
 }
 
 enum class UnaryOp : int8_t {
-  Neg, Abs, Sign, Exp, Log, Log1p, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, Erf,
-  IsNan, IsFinite, LogicalNot,
+  kNeg, kAbs, kSign, kExp, kLog, kLog1p, kSqrt, kRsqrt, kReciprocal, kSin, kCos, kTanh, kSigmoid, kRelu, kGelu, kErf,
+  kIsNan, kIsFinite, kLogicalNot,
   // with scalar parameters a (and b)
-  AddScalar, MulScalar, DivScalar, RSubScalar, PowScalar, Clamp, ClampMin, ClampMax,
-  EqScalar, NeScalar, LtScalar, LeScalar, GtScalar, GeScalar, Fill, Copy,
+  kAddScalar, kMulScalar, kDivScalar, kRSubScalar, kPowScalar, kClamp, kClampMin, kClampMax,
+  kEqScalar, kNeScalar, kLtScalar, kLeScalar, kGtScalar, kGeScalar, kFill, kCopy,
 };
 constexpr bool unary_op_returns_bool(UnaryOp op) {
-  return op == UnaryOp::IsNan || op == UnaryOp::IsFinite || op == UnaryOp::LogicalNot ||
-         (op >= UnaryOp::EqScalar && op <= UnaryOp::GeScalar);
+  return op == UnaryOp::kIsNan || op == UnaryOp::kIsFinite || op == UnaryOp::kLogicalNot ||
+         (op >= UnaryOp::kEqScalar && op <= UnaryOp::kGeScalar);
 }
 constexpr bool unary_op_needs_floating(UnaryOp op) {
-  return (op >= UnaryOp::Exp && op <= UnaryOp::Erf && op != UnaryOp::Relu) || op == UnaryOp::PowScalar;
+  return (op >= UnaryOp::kExp && op <= UnaryOp::kErf && op != UnaryOp::kRelu) || op == UnaryOp::kPowScalar;
 }
 
-enum class TernaryOp : int8_t { Where, Addcmul, Addcdiv, Lerp, MaskedFill };
+enum class TernaryOp : int8_t { kWhere, kAddcmul, kAddcdiv, kLerp, kMaskedFill };
 
 #define EMBER_BIN(name, expr)                                       \
   template <typename T>                                             \
@@ -68,25 +68,25 @@ EMBER_BIN(GeluBwdF, static_cast<T>(a * (T(0.5) * (T(1) + k_erf(b * T(0.707106781
 template <typename T, typename V>
 EMBER_HOST_DEVICE inline void visit_binary(BinaryOp op, double alpha, V&& v) {
   switch (op) {
-    case BinaryOp::Add: return v(AddF<T>{alpha});
-    case BinaryOp::Sub: return v(SubF<T>{alpha});
-    case BinaryOp::Mul: return v(MulF<T>{alpha});
-    case BinaryOp::Div: return v(DivF<T>{alpha});
-    case BinaryOp::Pow: return v(PowF<T>{alpha});
-    case BinaryOp::Maximum: return v(MaxF<T>{alpha});
-    case BinaryOp::Minimum: return v(MinF<T>{alpha});
-    case BinaryOp::Eq: return v(EqF<T>{alpha});
-    case BinaryOp::Ne: return v(NeF<T>{alpha});
-    case BinaryOp::Lt: return v(LtF<T>{alpha});
-    case BinaryOp::Le: return v(LeF<T>{alpha});
-    case BinaryOp::Gt: return v(GtF<T>{alpha});
-    case BinaryOp::Ge: return v(GeF<T>{alpha});
-    case BinaryOp::LogicalAnd: return v(AndF<T>{alpha});
-    case BinaryOp::LogicalOr: return v(OrF<T>{alpha});
-    case BinaryOp::TanhBackward: return v(TanhBwdF<T>{alpha});
-    case BinaryOp::SigmoidBackward: return v(SigmoidBwdF<T>{alpha});
-    case BinaryOp::ReluBackward: return v(ReluBwdF<T>{alpha});
-    case BinaryOp::GeluBackward: return v(GeluBwdF<T>{alpha});
+    case BinaryOp::kAdd: return v(AddF<T>{alpha});
+    case BinaryOp::kSub: return v(SubF<T>{alpha});
+    case BinaryOp::kMul: return v(MulF<T>{alpha});
+    case BinaryOp::kDiv: return v(DivF<T>{alpha});
+    case BinaryOp::kPow: return v(PowF<T>{alpha});
+    case BinaryOp::kMaximum: return v(MaxF<T>{alpha});
+    case BinaryOp::kMinimum: return v(MinF<T>{alpha});
+    case BinaryOp::kEq: return v(EqF<T>{alpha});
+    case BinaryOp::kNe: return v(NeF<T>{alpha});
+    case BinaryOp::kLt: return v(LtF<T>{alpha});
+    case BinaryOp::kLe: return v(LeF<T>{alpha});
+    case BinaryOp::kGt: return v(GtF<T>{alpha});
+    case BinaryOp::kGe: return v(GeF<T>{alpha});
+    case BinaryOp::kLogicalAnd: return v(AndF<T>{alpha});
+    case BinaryOp::kLogicalOr: return v(OrF<T>{alpha});
+    case BinaryOp::kTanhBackward: return v(TanhBwdF<T>{alpha});
+    case BinaryOp::kSigmoidBackward: return v(SigmoidBwdF<T>{alpha});
+    case BinaryOp::kReluBackward: return v(ReluBwdF<T>{alpha});
+    case BinaryOp::kGeluBackward: return v(GeluBwdF<T>{alpha});
   }
 }
 
@@ -96,22 +96,22 @@ struct UnaryF {
   double a, b;
   EMBER_HOST_DEVICE EMBER_FORCE_INLINE T operator()(T x) const {
     switch (op) {
-      case UnaryOp::Neg: return static_cast<T>(-x);
-      case UnaryOp::Abs: return x < T(0) ? static_cast<T>(-x) : x;
-      case UnaryOp::Sign: return static_cast<T>((x > T(0)) - (x < T(0)));
-      case UnaryOp::Relu: return (x != x || x > T(0)) ? x : T(0);  // NaN propagates
-      case UnaryOp::AddScalar: return static_cast<T>(x + static_cast<T>(a));
-      case UnaryOp::MulScalar: return static_cast<T>(x * static_cast<T>(a));
-      case UnaryOp::DivScalar: return static_cast<T>(x / static_cast<T>(a));
-      case UnaryOp::RSubScalar: return static_cast<T>(static_cast<T>(a) - x);
-      case UnaryOp::Clamp: {  // min(max(x, lo), hi): hi wins when lo > hi, NaN propagates
+      case UnaryOp::kNeg: return static_cast<T>(-x);
+      case UnaryOp::kAbs: return x < T(0) ? static_cast<T>(-x) : x;
+      case UnaryOp::kSign: return static_cast<T>((x > T(0)) - (x < T(0)));
+      case UnaryOp::kRelu: return (x != x || x > T(0)) ? x : T(0);  // NaN propagates
+      case UnaryOp::kAddScalar: return static_cast<T>(x + static_cast<T>(a));
+      case UnaryOp::kMulScalar: return static_cast<T>(x * static_cast<T>(a));
+      case UnaryOp::kDivScalar: return static_cast<T>(x / static_cast<T>(a));
+      case UnaryOp::kRSubScalar: return static_cast<T>(static_cast<T>(a) - x);
+      case UnaryOp::kClamp: {  // min(max(x, lo), hi): hi wins when lo > hi, NaN propagates
         T t = x < static_cast<T>(a) ? static_cast<T>(a) : x;
         return t > static_cast<T>(b) ? static_cast<T>(b) : t;
       }
-      case UnaryOp::ClampMin: return x < static_cast<T>(a) ? static_cast<T>(a) : x;
-      case UnaryOp::ClampMax: return x > static_cast<T>(a) ? static_cast<T>(a) : x;
-      case UnaryOp::Fill: return static_cast<T>(a);
-      case UnaryOp::Copy: return x;
+      case UnaryOp::kClampMin: return x < static_cast<T>(a) ? static_cast<T>(a) : x;
+      case UnaryOp::kClampMax: return x > static_cast<T>(a) ? static_cast<T>(a) : x;
+      case UnaryOp::kFill: return static_cast<T>(a);
+      case UnaryOp::kCopy: return x;
       default: return x;
     }
   }
@@ -123,19 +123,19 @@ struct FloatUnaryF {
   double a, b;
   EMBER_HOST_DEVICE EMBER_FORCE_INLINE T operator()(T x) const {
     switch (op) {
-      case UnaryOp::Exp: return k_exp(x);
-      case UnaryOp::Log: return k_log(x);
-      case UnaryOp::Log1p: return k_log1p(x);
-      case UnaryOp::Sqrt: return k_sqrt(x);
-      case UnaryOp::Rsqrt: return T(1) / k_sqrt(x);
-      case UnaryOp::Reciprocal: return T(1) / x;
-      case UnaryOp::Sin: return k_sin(x);
-      case UnaryOp::Cos: return k_cos(x);
-      case UnaryOp::Tanh: return k_tanh(x);
-      case UnaryOp::Sigmoid: return T(1) / (T(1) + k_exp(-x));
-      case UnaryOp::Gelu: return T(0.5) * x * (T(1) + k_erf(x * T(0.70710678118654752440)));
-      case UnaryOp::Erf: return k_erf(x);
-      case UnaryOp::PowScalar: return k_pow(x, static_cast<T>(a));
+      case UnaryOp::kExp: return k_exp(x);
+      case UnaryOp::kLog: return k_log(x);
+      case UnaryOp::kLog1p: return k_log1p(x);
+      case UnaryOp::kSqrt: return k_sqrt(x);
+      case UnaryOp::kRsqrt: return T(1) / k_sqrt(x);
+      case UnaryOp::kReciprocal: return T(1) / x;
+      case UnaryOp::kSin: return k_sin(x);
+      case UnaryOp::kCos: return k_cos(x);
+      case UnaryOp::kTanh: return k_tanh(x);
+      case UnaryOp::kSigmoid: return T(1) / (T(1) + k_exp(-x));
+      case UnaryOp::kGelu: return T(0.5) * x * (T(1) + k_erf(x * T(0.70710678118654752440)));
+      case UnaryOp::kErf: return k_erf(x);
+      case UnaryOp::kPowScalar: return k_pow(x, static_cast<T>(a));
       default: return UnaryF<T>{op, a, b}(x);
     }
   }
@@ -154,8 +154,8 @@ struct FixedFloatUnaryF {
 template <typename T, typename V>
 inline void visit_float_unary(UnaryOp op, double a, double b, V&& v) {
 #define EMBER_FIXED_UNARY(name) \
-  case UnaryOp::name:           \
-    return v(FixedFloatUnaryF<T, UnaryOp::name>{a, b});
+  case UnaryOp::k##name:        \
+    return v(FixedFloatUnaryF<T, UnaryOp::k##name>{a, b});
   switch (op) {
     EMBER_FIXED_UNARY(Neg) EMBER_FIXED_UNARY(Abs) EMBER_FIXED_UNARY(Sign) EMBER_FIXED_UNARY(Exp)
     EMBER_FIXED_UNARY(Log) EMBER_FIXED_UNARY(Log1p) EMBER_FIXED_UNARY(Sqrt) EMBER_FIXED_UNARY(Rsqrt)
@@ -175,15 +175,15 @@ struct BoolUnaryF {
   double a;
   EMBER_HOST_DEVICE bool operator()(T x) const {
     switch (op) {
-      case UnaryOp::IsNan: return x != x;
-      case UnaryOp::IsFinite: return x == x && x - x == x - x;
-      case UnaryOp::LogicalNot: return !static_cast<bool>(x);
-      case UnaryOp::EqScalar: return static_cast<double>(x) == a;
-      case UnaryOp::NeScalar: return static_cast<double>(x) != a;
-      case UnaryOp::LtScalar: return static_cast<double>(x) < a;
-      case UnaryOp::LeScalar: return static_cast<double>(x) <= a;
-      case UnaryOp::GtScalar: return static_cast<double>(x) > a;
-      case UnaryOp::GeScalar: return static_cast<double>(x) >= a;
+      case UnaryOp::kIsNan: return x != x;
+      case UnaryOp::kIsFinite: return x == x && x - x == x - x;
+      case UnaryOp::kLogicalNot: return !static_cast<bool>(x);
+      case UnaryOp::kEqScalar: return static_cast<double>(x) == a;
+      case UnaryOp::kNeScalar: return static_cast<double>(x) != a;
+      case UnaryOp::kLtScalar: return static_cast<double>(x) < a;
+      case UnaryOp::kLeScalar: return static_cast<double>(x) <= a;
+      case UnaryOp::kGtScalar: return static_cast<double>(x) > a;
+      case UnaryOp::kGeScalar: return static_cast<double>(x) >= a;
       default: return false;
     }
   }

@@ -1,26 +1,14 @@
-// The bodies of Embedding's forward and backward on the GPU path (native::embedding_forward /
-// _backward in core/ops/nn_layers.cpp), as per-element functors for ElementKernel (Note
-// [Kernels as launch-grid functors], core/kernels/launch.h). Indices are a checked contiguous
-// int64 tensor (every value in [0, num) before any launch). Host/device, no CUDA headers.
+// The bodies of Embedding's backward on the GPU path (native::embedding_backward in
+// core/ops/nn_layers.cpp), as per-element functors for ElementKernel (Note [Kernels as
+// launch-grid functors], core/kernels/launch.h); the forward is GatherRowsF
+// (core/kernels/gather_rows.h) with no fill row. Indices are a checked contiguous int64 tensor
+// (every value in [0, num) before any launch). Host/device, no CUDA headers.
 #pragma once
 #include <cstdint>
 
 #include "core/macros.h"
 
 namespace ember::kernels {
-
-/// out[i, c] = w[idx[i], c] over n * dim elements (w contiguous [num, dim]).
-template <typename T>
-struct EmbeddingForwardF {
-  const int64_t* idx;
-  int64_t dim;
-  const T* w;
-  T* out;
-  EMBER_HOST_DEVICE void operator()(int64_t e) const {
-    const int64_t i = e / dim, c = e - i * dim;
-    out[e] = w[idx[i] * dim + c];
-  }
-};
 
 /// pos[i] = i: the values the radix sort carries with the indices.
 struct IotaF {

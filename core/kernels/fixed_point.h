@@ -1,7 +1,8 @@
 // Exact, order-independent sums of floating-point tensors through 64-bit fixed point, once, as
 // host/device functors (Note [Fixed-point gradient sums]). The CPU driver is
-// core/kernels/cpu/fixed_point.cpp; a CUDA driver runs the same per-element functors through
-// ElementKernel (core/kernels/launch.h). Header-only, no CUDA headers; thread-safe (pure).
+// core/kernels/cpu/fixed_point.cpp; the CUDA driver, core/kernels/cuda/fixed_point.cu, launches
+// the same per-element functors (launch_elements) and reduces FixedPointAbsF with CUB.
+// Header-only, no CUDA headers; thread-safe (pure).
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -11,8 +11,9 @@
 namespace ember::kernels {
 
 /// out[i] for i < out_rows * cols: src[index[row] * cols + col], or *fill where index[row] < 0.
-/// index entries are in [-1, src rows) (built by the host, never user data); fill is one
-/// element of T in device memory (the fill value converted as the CPU path converts it).
+/// index entries are in [-1, src rows) (built by the host, or checked indices); fill is one
+/// element of T in device memory (the fill value converted as the CPU path converts it), read
+/// only for an index of -1, so it may be null where there is none (embedding's forward).
 template <typename T>
 struct GatherRowsF {
   const int64_t* index;

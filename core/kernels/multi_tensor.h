@@ -1,7 +1,7 @@
 // Multi-tensor launches (Note [Multi-tensor launches]): one kernel over a list of tensors through
 // a chunk table, for the optimizer updates, the gradient norm and its scaling. Header-only, no
-// CUDA headers: the CUDA launchers (core/kernels/cuda/multi_tensor.cu) and the CPU grid-emulation tests
-// (tests/core/launch_grid_optim_test.cpp) run the same MultiTensorKernel. Thread-safe (pure).
+// CUDA headers: the CUDA launchers (core/kernels/cuda/multi_tensor.cu) and the CPU tests, on an
+// emulated launch grid, run the same MultiTensorKernel. Thread-safe (pure).
 #pragma once
 #include <cstdint>
 #include <vector>

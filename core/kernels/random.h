@@ -1,9 +1,10 @@
-// The CUDA kernels of the random ops: one functor call per Philox block b, writing the
-// elements b * kPerBlock ... of a contiguous output exactly as the CPU kernel
-// (core/kernels/cpu/random.cpp) does (Note [Philox stream layout], core/kernels/philox.h), so
-// a (seed, offset) gives the same numbers on both devices. Run through ElementKernel over the block count (Note [Kernels as
-// launch-grid functors]). float32 and float64 outputs (and any dtype for the 0/1 and integer
-// ops). Host/device.
+// The random ops, once: one functor call per Philox block b writes the elements b * kPerBlock
+// ... of a contiguous output (Note [Philox stream layout], core/kernels/philox.h). Both devices
+// run these functors through visit_random -- the CPU kernel (core/kernels/cpu/random.cpp) over
+// the thread pool, the CUDA kernel (core/kernels/cuda/random.cu) through ElementKernel (Note
+// [Kernels as launch-grid functors]) -- so a (seed, offset) gives the same numbers on both.
+// Floating outputs: float32 and float64 on both devices, bfloat16 and float16 on CPU; any dtype
+// for the 0/1 and integer ops. Host/device.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -39,32 +40,50 @@ struct RandomTarget {
   int64_t n = 0;        // elements of the contiguous output
 };
 
-/// Samples per Philox block of a floating output: 4 for float32, 2 for float64.
+/// Samples per Philox block of a floating output: 2 for float64, 4 for the others.
 template <typename T>
 constexpr int philox_per_block() {
   return std::is_same_v<T, double> ? 2 : 4;
 }
 
-/// The uniforms (as double) of block b of a T-typed stream.
+/// v rounded to T (16-bit types through float).
 template <typename T>
-EMBER_HOST_DEVICE inline void philox_uniforms(const PhiloxBlock& blk, double* u) {
+EMBER_HOST_DEVICE T to_scalar(double v) {
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+/// The uniforms (as double) or the normals of block b of a T-typed stream: two from 53-bit
+/// doubles for float64, else four from floats; a uniform has T's mantissa bits (24 float32,
+/// 8 bfloat16, 11 float16).
+template <typename T, bool kNormal>
+EMBER_HOST_DEVICE inline void philox_samples(const PhiloxBlock& blk, double* out) {
   if constexpr (std::is_same_v<T, double>) {
-    uniform2_double(blk, u);
+    if constexpr (kNormal) {
+      normal2_double(blk, out);
+    } else {
+      uniform2_double(blk, out);
+    }
   } else {
     float f[4];
-    uniform4_float(blk, 24, f);
-    for (int k = 0; k < 4; ++k) u[k] = f[k];
+    if constexpr (kNormal) {
+      normal4_float(blk, f);
+    } else {
+      uniform4_float(blk, std::is_same_v<T, BFloat16> ? 8 : std::is_same_v<T, Half> ? 11 : 24, f);
+    }
+    for (int k = 0; k < 4; ++k) out[k] = f[k];
   }
 }
 template <typename T>
+EMBER_HOST_DEVICE inline void philox_uniforms(const PhiloxBlock& blk, double* u) {
+  philox_samples<T, false>(blk, u);
+}
+template <typename T>
 EMBER_HOST_DEVICE inline void philox_normals(const PhiloxBlock& blk, double* z) {
-  if constexpr (std::is_same_v<T, double>) {
-    normal2_double(blk, z);
-  } else {
-    float f[4];
-    normal4_float(blk, f);
-    for (int k = 0; k < 4; ++k) z[k] = f[k];
-  }
+  philox_samples<T, true>(blk, z);
 }
 
 /// out[i] = from + range * u, kept below `to` (top: the largest T below to) when from < to.
@@ -80,7 +99,7 @@ struct UniformBlockF {
     double u[kPer];
     philox_uniforms<T>(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), u);
     for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) {
-      T v = static_cast<T>(add_rn(from, mul_rn(range, u[k])));
+      T v = to_scalar<T>(add_rn(from, mul_rn(range, u[k])));
       if (guard && static_cast<double>(v) >= to) v = top;
       out[b * kPer + k] = v;
     }
@@ -98,7 +117,7 @@ struct NormalBlockF {
     constexpr int kPer = philox_per_block<T>();
     double z[kPer];
     philox_normals<T>(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), z);
-    for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) out[b * kPer + k] = static_cast<T>(add_rn(mean, mul_rn(std, z[k])));
+    for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) out[b * kPer + k] = to_scalar<T>(add_rn(mean, mul_rn(std, z[k])));
   }
 };
 
@@ -115,7 +134,8 @@ struct BernoulliScalarBlockF {
   }
 };
 
-/// out[i] = (u < p[i]) with the uniforms of p's dtype (p contiguous, same dtype as out).
+/// out[i] = (u < p[i]) with 53-bit uniforms for float64 p, else 24-bit ones (p contiguous, same
+/// dtype as out).
 template <typename T>
 struct BernoulliTensorBlockF {
   RandomTarget t;
@@ -124,7 +144,8 @@ struct BernoulliTensorBlockF {
   EMBER_HOST_DEVICE void operator()(int64_t b) const {
     constexpr int kPer = philox_per_block<T>();
     double u[kPer];
-    philox_uniforms<T>(philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), u);
+    philox_uniforms<std::conditional_t<std::is_same_v<T, double>, double, float>>(
+        philox_block(t.seed, t.offset, static_cast<uint64_t>(b)), u);
     for (int k = 0; k < kPer && b * kPer + k < t.n; ++k) {
       const int64_t i = b * kPer + k;
       out[i] = u[k] < static_cast<double>(p[i]) ? T(1.0f) : T(0.0f);
@@ -173,10 +194,11 @@ inline int64_t random_launch_blocks(const RandomLaunch& r) {
   return (r.t.n + per - 1) / per;
 }
 
-/// Calls run(functor, num_blocks) with r's functor: the CUDA launcher (core/kernels/cuda/random.cu)
-/// passes a launch over the blocks, the CPU tests emulate_launch, so both run this mapping.
-/// Throws TypeError for a dtype the op does not support on CUDA.
-template <typename Run>
+/// Calls run(functor, num_blocks) with r's functor: the CPU kernel runs the blocks over the
+/// thread pool, the CUDA launcher (core/kernels/cuda/random.cu) launches them, the CPU tests
+/// emulate_launch, so all run this mapping. bfloat16 and float16 outputs of the floating fills
+/// only with kWith16BitFloats (the CPU's); TypeError for a dtype outside these.
+template <bool kWith16BitFloats = false, typename Run>
 void visit_random(const RandomLaunch& r, const Run& run) {
   const int64_t blocks = random_launch_blocks(r);
   const RandomTarget t = r.t;
@@ -188,7 +210,7 @@ void visit_random(const RandomLaunch& r, const Run& run) {
         using T = decltype(zero);
         T* out = static_cast<T*>(r.out);
         if (r.op == RandomOp::kUniform) {
-          run(UniformBlockF<T>{t, out, r.a, r.b, r.c, static_cast<T>(r.top), r.guard}, blocks);
+          run(UniformBlockF<T>{t, out, r.a, r.b, r.c, to_scalar<T>(r.top), r.guard}, blocks);
         } else if (r.op == RandomOp::kNormal) {
           run(NormalBlockF<T>{t, out, r.a, r.b}, blocks);
         } else {
@@ -197,6 +219,10 @@ void visit_random(const RandomLaunch& r, const Run& run) {
       };
       if (r.dtype == DType::Float32) return floating(0.0f);
       if (r.dtype == DType::Float64) return floating(0.0);
+      if constexpr (kWith16BitFloats) {
+        if (r.dtype == DType::BFloat16) return floating(BFloat16(0.0f));
+        if (r.dtype == DType::Float16) return floating(Half(0.0f));
+      }
       break;
     }
     case RandomOp::kBernoulliScalar:
@@ -208,33 +234,17 @@ void visit_random(const RandomLaunch& r, const Run& run) {
         run(RandintBlockF<scalar_t>{t, static_cast<scalar_t*>(r.out), r.low, r.range}, blocks);
       });
   }
-  EMBER_THROW(TypeError, "random ops on CUDA: expected float32 or float64, got ", r.dtype);
+  EMBER_THROW(TypeError, kWith16BitFloats ? "random ops: expected a floating-point dtype, got "
+                                          : "random ops on CUDA: expected float32 or float64, got ",
+              r.dtype);
 }
 
 // ---- host side: the conversions of the CPU kernel and of the ops' launch parameters ----
 
 // Dispatch over the floating dtypes, including the 16-bit ones (generated through float).
-#define EMBER_RANDOM_DISPATCH_FLOATING(dtype, opname, ...)                                            \
-  [&] {                                                                                               \
-    switch (dtype) {                                                                                  \
-      EMBER_DTYPE_CASE(::ember::DType::Float32, float, __VA_ARGS__)                                   \
-      EMBER_DTYPE_CASE(::ember::DType::Float64, double, __VA_ARGS__)                                  \
-      EMBER_DTYPE_CASE(::ember::DType::BFloat16, ::ember::BFloat16, __VA_ARGS__)                      \
-      EMBER_DTYPE_CASE(::ember::DType::Float16, ::ember::Half, __VA_ARGS__)                           \
-      default: break;                                                                                 \
-    }                                                                                                 \
-    EMBER_THROW(::ember::TypeError, opname, ": expected a floating-point dtype, got ", dtype);        \
-  }()
-
-/// v rounded to T (16-bit types through float).
-template <typename T>
-T to_scalar(double v) {
-  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
+#define EMBER_RANDOM_FLOATING_CASES(...) EMBER_FLOATING_CASES(__VA_ARGS__) EMBER_HALF_CASES(__VA_ARGS__)
+#define EMBER_RANDOM_DISPATCH_FLOATING(dtype, opname, ...) \
+  EMBER_DISPATCH_CASES(dtype, EMBER_RANDOM_FLOATING_CASES, opname, ": expected a floating-point dtype, got ", __VA_ARGS__)
 
 // The largest T strictly between `from` and `to`, nearest to `to` (from < to). Used to keep
 // uniform_ inside [from, to) when from + (to - from) * u rounds up to `to` in T.

@@ -22,25 +22,23 @@ struct ReducePlan {
   // than one output: a [red_numel, out_numel] matrix summed over rows. A CPU fast path reads it.
   bool leading_dense = false;
 
-  EMBER_HOST_DEVICE int64_t out_offset(int64_t o) const {
+  /// Input offsets (elements) of output o and of reduction index r within an output's run.
+  EMBER_HOST_DEVICE int64_t out_offset(int64_t o) const { return offset_of(o, out_ndim, out_sizes, out_in_strides); }
+  EMBER_HOST_DEVICE int64_t red_offset(int64_t r) const { return offset_of(r, red_ndim, red_sizes, red_strides); }
+
+ private:
+  // Linear index i over `ndim` dims of `sizes` (last innermost) to an offset under `strides`.
+  EMBER_HOST_DEVICE static int64_t offset_of(int64_t i, int ndim, const int64_t* sizes, const int64_t* strides) {
     int64_t off = 0;
-    for (int d = out_ndim - 1; d >= 0; --d) {
-      off += (o % out_sizes[d]) * out_in_strides[d];
-      o /= out_sizes[d];
-    }
-    return off;
-  }
-  EMBER_HOST_DEVICE int64_t red_offset(int64_t r) const {
-    int64_t off = 0;
-    for (int d = red_ndim - 1; d >= 0; --d) {
-      off += (r % red_sizes[d]) * red_strides[d];
-      r /= red_sizes[d];
+    for (int d = ndim - 1; d >= 0; --d) {
+      off += (i % sizes[d]) * strides[d];
+      i /= sizes[d];
     }
     return off;
   }
 };
 
-enum class ReduceOp : int8_t { Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any };
+enum class ReduceKind : int8_t { kSum, kProd, kMax, kMin, kArgMax, kArgMin, kAll, kAny };
 
 /// Accumulator of a reduction: value plus the index where it was found (arg reductions).
 template <typename Acc>
@@ -51,26 +49,26 @@ struct AccIdx {
 
 template <typename T, typename Acc>
 struct Reducer {
-  ReduceOp op;
+  ReduceKind op;
   EMBER_HOST_DEVICE AccIdx<Acc> init() const {
     switch (op) {
-      case ReduceOp::Prod: case ReduceOp::All: return {Acc(1), 0};
-      case ReduceOp::Sum: case ReduceOp::Any: return {Acc(0), 0};
+      case ReduceKind::kProd: case ReduceKind::kAll: return {Acc(1), 0};
+      case ReduceKind::kSum: case ReduceKind::kAny: return {Acc(0), 0};
       default: return {Acc(0), -1};
     }
   }
   EMBER_HOST_DEVICE void step(AccIdx<Acc>& a, T x, int64_t idx) const {
     Acc v = static_cast<Acc>(x);
     switch (op) {
-      case ReduceOp::Sum: a.v += v; break;
-      case ReduceOp::Prod: a.v *= v; break;
-      case ReduceOp::All: a.v = (a.v != Acc(0) && v != Acc(0)) ? Acc(1) : Acc(0); break;
-      case ReduceOp::Any: a.v = (a.v != Acc(0) || v != Acc(0)) ? Acc(1) : Acc(0); break;
-      case ReduceOp::Max: case ReduceOp::ArgMax:
+      case ReduceKind::kSum: a.v += v; break;
+      case ReduceKind::kProd: a.v *= v; break;
+      case ReduceKind::kAll: a.v = (a.v != Acc(0) && v != Acc(0)) ? Acc(1) : Acc(0); break;
+      case ReduceKind::kAny: a.v = (a.v != Acc(0) || v != Acc(0)) ? Acc(1) : Acc(0); break;
+      case ReduceKind::kMax: case ReduceKind::kArgMax:
         // NaN propagates, first occurrence wins ties.
         if (a.i < 0 || (v != v && a.v == a.v) || (a.v == a.v && v > a.v)) { a.v = v; a.i = idx; }
         break;
-      case ReduceOp::Min: case ReduceOp::ArgMin:
+      case ReduceKind::kMin: case ReduceKind::kArgMin:
         if (a.i < 0 || (v != v && a.v == a.v) || (a.v == a.v && v < a.v)) { a.v = v; a.i = idx; }
         break;
     }

@@ -108,8 +108,7 @@ EMBER_HOST_DEVICE EMBER_FORCE_INLINE T rnn_backward_unit(T a, T dh, bool relu) {
 
 // ---- per-element functors of one time step (the GPU path) ------------------------------------------
 
-/// The cell of a recurrent layer: the one enum of the RNN stack (native::RnnMode is this type;
-/// the cuDNN plan passes it as an int in this order).
+/// The cell of a recurrent layer: the one enum of the RNN stack (native::RnnMode is this type).
 enum class RnnMode : int8_t { kRnnTanh, kRnnRelu, kLstm, kGru };
 
 /// sigmoid and tanh in T from the device's (or libm's) exp and tanh.

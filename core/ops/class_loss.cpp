@@ -85,7 +85,8 @@ ClassLossForward class_loss_forward(const Tensor& input, const Tensor& target, c
   if (const int64_t bad = first_bad_target_stub.kernel(device, op)(g.target, rows, g.C, g.ignore_index,
                                                                    slot.raw_data(), device.index);
       bad >= 0) {
-    EMBER_THROW(IndexError, "Target ", p.target.to_vector<int64_t>()[static_cast<size_t>(bad)], " is out of bounds.");
+    EMBER_THROW(IndexError, op, ": Target ", p.target.to_vector<int64_t>()[static_cast<size_t>(bad)],
+                " is out of bounds. Expected a class in [0, ", g.C, ") or ignore_index (", g.ignore_index, ")");
   }
   const TensorOptions f64 = TensorOptions(kFloat64).device(device);
   ClassLossForward out;

@@ -230,80 +230,80 @@ IntList broadcast_shapes(const IntList& a, const IntList& b, const char* op) {
   return out;
 }
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) { return binary(BinaryOp::Add, a, b, alpha, "add"); }
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return binary(BinaryOp::Sub, a, b, alpha, "sub"); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b, 1, "mul"); }
+Tensor add(const Tensor& a, const Tensor& b, double alpha) { return binary(BinaryOp::kAdd, a, b, alpha, "add"); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return binary(BinaryOp::kSub, a, b, alpha, "sub"); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMul, a, b, 1, "mul"); }
 Tensor div(const Tensor& a, const Tensor& b) {
   if (!is_floating_point(a.dtype()) && !is_floating_point(b.dtype())) return div(to(a, kFloat32), to(b, kFloat32));
-  return binary(BinaryOp::Div, a, b, 1, "div");
+  return binary(BinaryOp::kDiv, a, b, 1, "div");
 }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Pow, a, b, 1, "pow"); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Maximum, a, b, 1, "maximum"); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Minimum, a, b, 1, "minimum"); }
-Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Eq, a, b, 1, "eq"); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ne, a, b, 1, "ne"); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Lt, a, b, 1, "lt"); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Le, a, b, 1, "le"); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Gt, a, b, 1, "gt"); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Ge, a, b, 1, "ge"); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kPow, a, b, 1, "pow"); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMaximum, a, b, 1, "maximum"); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kMinimum, a, b, 1, "minimum"); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kEq, a, b, 1, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kNe, a, b, 1, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kLt, a, b, 1, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kLe, a, b, 1, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kGt, a, b, 1, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::kGe, a, b, 1, "ge"); }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return binary(BinaryOp::LogicalAnd, to(a, kBool), to(b, kBool), 1, "logical_and");
+  return binary(BinaryOp::kLogicalAnd, to(a, kBool), to(b, kBool), 1, "logical_and");
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return binary(BinaryOp::LogicalOr, to(a, kBool), to(b, kBool), 1, "logical_or");
+  return binary(BinaryOp::kLogicalOr, to(a, kBool), to(b, kBool), 1, "logical_or");
 }
-Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::TanhBackward, g, y, 1, "tanh_backward"); }
+Tensor tanh_backward(const Tensor& g, const Tensor& y) { return binary(BinaryOp::kTanhBackward, g, y, 1, "tanh_backward"); }
 Tensor sigmoid_backward(const Tensor& g, const Tensor& y) {
-  return binary(BinaryOp::SigmoidBackward, g, y, 1, "sigmoid_backward");
+  return binary(BinaryOp::kSigmoidBackward, g, y, 1, "sigmoid_backward");
 }
-Tensor relu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryOp::ReluBackward, g, x, 1, "relu_backward"); }
-Tensor gelu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryOp::GeluBackward, g, x, 1, "gelu_backward"); }
+Tensor relu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryOp::kReluBackward, g, x, 1, "relu_backward"); }
+Tensor gelu_backward(const Tensor& g, const Tensor& x) { return binary(BinaryOp::kGeluBackward, g, x, 1, "gelu_backward"); }
 
-Tensor add(const Tensor& a, double b) { return unary_scalar(UnaryOp::AddScalar, a, b, "add"); }
-Tensor mul(const Tensor& a, double b) { return unary_scalar(UnaryOp::MulScalar, a, b, "mul"); }
-Tensor div(const Tensor& a, double b) { return unary(UnaryOp::DivScalar, a, b, 0, "div", float_compute(a)); }
-Tensor rsub(const Tensor& a, double b) { return unary_scalar(UnaryOp::RSubScalar, a, b, "rsub"); }
+Tensor add(const Tensor& a, double b) { return unary_scalar(UnaryOp::kAddScalar, a, b, "add"); }
+Tensor mul(const Tensor& a, double b) { return unary_scalar(UnaryOp::kMulScalar, a, b, "mul"); }
+Tensor div(const Tensor& a, double b) { return unary(UnaryOp::kDivScalar, a, b, 0, "div", float_compute(a)); }
+Tensor rsub(const Tensor& a, double b) { return unary_scalar(UnaryOp::kRSubScalar, a, b, "rsub"); }
 Tensor pow(const Tensor& a, double e) {
   if (e == 2.0) return mul(a, a);
   if (e == 1.0) return clone(a);
-  return unary(UnaryOp::PowScalar, a, e, 0, "pow", float_compute(a));
+  return unary(UnaryOp::kPowScalar, a, e, 0, "pow", float_compute(a));
 }
-Tensor eq(const Tensor& a, double b) { return unary_same(UnaryOp::EqScalar, a, "eq", b); }
-Tensor ne(const Tensor& a, double b) { return unary_same(UnaryOp::NeScalar, a, "ne", b); }
-Tensor lt(const Tensor& a, double b) { return unary_same(UnaryOp::LtScalar, a, "lt", b); }
-Tensor le(const Tensor& a, double b) { return unary_same(UnaryOp::LeScalar, a, "le", b); }
-Tensor gt(const Tensor& a, double b) { return unary_same(UnaryOp::GtScalar, a, "gt", b); }
-Tensor ge(const Tensor& a, double b) { return unary_same(UnaryOp::GeScalar, a, "ge", b); }
-Tensor logical_not(const Tensor& a) { return unary_same(UnaryOp::LogicalNot, a, "logical_not"); }
+Tensor eq(const Tensor& a, double b) { return unary_same(UnaryOp::kEqScalar, a, "eq", b); }
+Tensor ne(const Tensor& a, double b) { return unary_same(UnaryOp::kNeScalar, a, "ne", b); }
+Tensor lt(const Tensor& a, double b) { return unary_same(UnaryOp::kLtScalar, a, "lt", b); }
+Tensor le(const Tensor& a, double b) { return unary_same(UnaryOp::kLeScalar, a, "le", b); }
+Tensor gt(const Tensor& a, double b) { return unary_same(UnaryOp::kGtScalar, a, "gt", b); }
+Tensor ge(const Tensor& a, double b) { return unary_same(UnaryOp::kGeScalar, a, "ge", b); }
+Tensor logical_not(const Tensor& a) { return unary_same(UnaryOp::kLogicalNot, a, "logical_not"); }
 
 Tensor neg(const Tensor& a) {
   EMBER_CHECK_T(TypeError, a.dtype() != kBool, "neg: negation, the `-` operator, on a bool tensor is not supported. "
                 "If you are trying to invert a mask, use logical_not() instead.");
-  return unary_same(UnaryOp::Neg, a, "neg");
+  return unary_same(UnaryOp::kNeg, a, "neg");
 }
-Tensor abs(const Tensor& a) { return unary_same(UnaryOp::Abs, a, "abs"); }
-Tensor sign(const Tensor& a) { return unary_same(UnaryOp::Sign, a, "sign"); }
-Tensor relu(const Tensor& a) { return unary_same(UnaryOp::Relu, a, "relu"); }
-Tensor exp(const Tensor& a) { return unary_float(UnaryOp::Exp, a, "exp"); }
-Tensor log(const Tensor& a) { return unary_float(UnaryOp::Log, a, "log"); }
-Tensor log1p(const Tensor& a) { return unary_float(UnaryOp::Log1p, a, "log1p"); }
-Tensor sqrt(const Tensor& a) { return unary_float(UnaryOp::Sqrt, a, "sqrt"); }
-Tensor rsqrt(const Tensor& a) { return unary_float(UnaryOp::Rsqrt, a, "rsqrt"); }
-Tensor reciprocal(const Tensor& a) { return unary_float(UnaryOp::Reciprocal, a, "reciprocal"); }
-Tensor sin(const Tensor& a) { return unary_float(UnaryOp::Sin, a, "sin"); }
-Tensor cos(const Tensor& a) { return unary_float(UnaryOp::Cos, a, "cos"); }
-Tensor tanh(const Tensor& a) { return unary_float(UnaryOp::Tanh, a, "tanh"); }
-Tensor sigmoid(const Tensor& a) { return unary_float(UnaryOp::Sigmoid, a, "sigmoid"); }
-Tensor gelu(const Tensor& a) { return unary_float(UnaryOp::Gelu, a, "gelu"); }
-Tensor erf(const Tensor& a) { return unary_float(UnaryOp::Erf, a, "erf"); }
-Tensor isnan(const Tensor& a) { return unary_same(UnaryOp::IsNan, a, "isnan"); }
-Tensor isfinite(const Tensor& a) { return unary_same(UnaryOp::IsFinite, a, "isfinite"); }
+Tensor abs(const Tensor& a) { return unary_same(UnaryOp::kAbs, a, "abs"); }
+Tensor sign(const Tensor& a) { return unary_same(UnaryOp::kSign, a, "sign"); }
+Tensor relu(const Tensor& a) { return unary_same(UnaryOp::kRelu, a, "relu"); }
+Tensor exp(const Tensor& a) { return unary_float(UnaryOp::kExp, a, "exp"); }
+Tensor log(const Tensor& a) { return unary_float(UnaryOp::kLog, a, "log"); }
+Tensor log1p(const Tensor& a) { return unary_float(UnaryOp::kLog1p, a, "log1p"); }
+Tensor sqrt(const Tensor& a) { return unary_float(UnaryOp::kSqrt, a, "sqrt"); }
+Tensor rsqrt(const Tensor& a) { return unary_float(UnaryOp::kRsqrt, a, "rsqrt"); }
+Tensor reciprocal(const Tensor& a) { return unary_float(UnaryOp::kReciprocal, a, "reciprocal"); }
+Tensor sin(const Tensor& a) { return unary_float(UnaryOp::kSin, a, "sin"); }
+Tensor cos(const Tensor& a) { return unary_float(UnaryOp::kCos, a, "cos"); }
+Tensor tanh(const Tensor& a) { return unary_float(UnaryOp::kTanh, a, "tanh"); }
+Tensor sigmoid(const Tensor& a) { return unary_float(UnaryOp::kSigmoid, a, "sigmoid"); }
+Tensor gelu(const Tensor& a) { return unary_float(UnaryOp::kGelu, a, "gelu"); }
+Tensor erf(const Tensor& a) { return unary_float(UnaryOp::kErf, a, "erf"); }
+Tensor isnan(const Tensor& a) { return unary_same(UnaryOp::kIsNan, a, "isnan"); }
+Tensor isfinite(const Tensor& a) { return unary_same(UnaryOp::kIsFinite, a, "isfinite"); }
 
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
   EMBER_CHECK_T(ValueError, lo || hi, "clamp: at least one of 'min' or 'max' must not be None");
-  if (lo && hi) return unary_same(UnaryOp::Clamp, a, "clamp", *lo, *hi);
-  if (lo) return unary_same(UnaryOp::ClampMin, a, "clamp", *lo);
-  return unary_same(UnaryOp::ClampMax, a, "clamp", *hi);
+  if (lo && hi) return unary_same(UnaryOp::kClamp, a, "clamp", *lo, *hi);
+  if (lo) return unary_same(UnaryOp::kClampMin, a, "clamp", *lo);
+  return unary_same(UnaryOp::kClampMax, a, "clamp", *hi);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -313,7 +313,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType dt = result_type(a, b);
   Tensor ac = cast_if_needed(a, dt), bc = cast_if_needed(b, dt);
   Tensor out = empty(shape, TensorOptions(dt).device(a.device()));
-  ternary_stub.kernel(out.device(), "where")(TernaryOp::Where, 0, dt, detail::make_plan(out, {&cond, &ac, &bc}),
+  ternary_stub.kernel(out.device(), "where")(TernaryOp::kWhere, 0, dt, detail::make_plan(out, {&cond, &ac, &bc}),
                                              "where");
   return out;
 }
@@ -322,7 +322,7 @@ Tensor& masked_fill_(Tensor& self, const Tensor& mask, double value) {
   detail::check_same_device("masked_fill_", {&self, &mask});
   EMBER_CHECK_T(TypeError, mask.dtype() == kBool, "masked_fill_: expected a bool mask, got ", mask.dtype());
   check_inplace_shape("masked_fill_", self, mask);
-  ternary_stub.kernel(self.device(), "masked_fill_")(TernaryOp::MaskedFill, value, self.dtype(),
+  ternary_stub.kernel(self.device(), "masked_fill_")(TernaryOp::kMaskedFill, value, self.dtype(),
                                                      detail::make_plan(self, {&self, &mask}), "masked_fill_");
   self.bump_version();
   return self;
@@ -335,24 +335,24 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   return masked_fill_(out, mask, value);
 }
 
-Tensor& add_(Tensor& self, const Tensor& other, double alpha) { return binary_(BinaryOp::Add, self, other, alpha, "add_"); }
-Tensor& mul_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::Mul, self, other, 1, "mul_"); }
+Tensor& add_(Tensor& self, const Tensor& other, double alpha) { return binary_(BinaryOp::kAdd, self, other, alpha, "add_"); }
+Tensor& mul_(Tensor& self, const Tensor& other) { return binary_(BinaryOp::kMul, self, other, 1, "mul_"); }
 Tensor& div_(Tensor& self, const Tensor& other) {
   // True division: the result is floating, so integer self is refused (never divided in integers).
   if (!is_floating_point(self.dtype())) check_inplace_dtype("div_", self, float_compute(self));
-  return binary_(BinaryOp::Div, self, other, 1, "div_");
+  return binary_(BinaryOp::kDiv, self, other, 1, "div_");
 }
 Tensor& add_(Tensor& self, double other) {
   check_inplace_dtype("add_", self, scalar_result_type(self.dtype(), other));
-  return unary_(UnaryOp::AddScalar, self, other, 0, "add_");
+  return unary_(UnaryOp::kAddScalar, self, other, 0, "add_");
 }
 Tensor& mul_(Tensor& self, double other) {
   check_inplace_dtype("mul_", self, scalar_result_type(self.dtype(), other));
-  return unary_(UnaryOp::MulScalar, self, other, 0, "mul_");
+  return unary_(UnaryOp::kMulScalar, self, other, 0, "mul_");
 }
 Tensor& sqrt_(Tensor& self) {
   EMBER_CHECK_T(TypeError, self.is_floating_point(), "sqrt_: expected a floating-point tensor, got ", self.dtype());
-  return unary_(UnaryOp::Sqrt, self, 0, 0, "sqrt_");
+  return unary_(UnaryOp::kSqrt, self, 0, 0, "sqrt_");
 }
 Tensor& fill_(Tensor& self, double value) {
   if (self.device().is_cpu() && self.is_contiguous()) {
@@ -366,14 +366,14 @@ Tensor& fill_(Tensor& self, double value) {
     self.bump_version();
     return self;
   }
-  return unary_(UnaryOp::Fill, self, value, 0, "fill_");
+  return unary_(UnaryOp::kFill, self, value, 0, "fill_");
 }
 Tensor& zero_(Tensor& self) { return fill_(self, 0.0); }
 Tensor& clamp_(Tensor& self, std::optional<double> lo, std::optional<double> hi) {
   EMBER_CHECK_T(ValueError, lo || hi, "clamp_: at least one of 'min' or 'max' must not be None");
-  if (lo && hi) return unary_(UnaryOp::Clamp, self, *lo, *hi, "clamp_");
-  if (lo) return unary_(UnaryOp::ClampMin, self, *lo, 0, "clamp_");
-  return unary_(UnaryOp::ClampMax, self, *hi, 0, "clamp_");
+  if (lo && hi) return unary_(UnaryOp::kClamp, self, *lo, *hi, "clamp_");
+  if (lo) return unary_(UnaryOp::kClampMin, self, *lo, 0, "clamp_");
+  return unary_(UnaryOp::kClampMax, self, *hi, 0, "clamp_");
 }
 
 namespace {
@@ -391,16 +391,16 @@ Tensor& ternary_inplace(TernaryOp op, Tensor& self, const Tensor& a, const Tenso
 }  // namespace
 
 Tensor& addcmul_(Tensor& self, const Tensor& a, const Tensor& b, double value) {
-  return ternary_inplace(TernaryOp::Addcmul, self, a, b, value, "addcmul_");
+  return ternary_inplace(TernaryOp::kAddcmul, self, a, b, value, "addcmul_");
 }
 Tensor& addcdiv_(Tensor& self, const Tensor& a, const Tensor& b, double value) {
-  return ternary_inplace(TernaryOp::Addcdiv, self, a, b, value, "addcdiv_");
+  return ternary_inplace(TernaryOp::kAddcdiv, self, a, b, value, "addcdiv_");
 }
 Tensor& lerp_(Tensor& self, const Tensor& end, double weight) {
   detail::check_same_device("lerp_", {&self, &end});
   check_inplace_shape("lerp_", self, end);
   Tensor ec = cast_if_needed(end, self.dtype());
-  ternary_stub.kernel(self.device(), "lerp_")(TernaryOp::Lerp, weight, self.dtype(),
+  ternary_stub.kernel(self.device(), "lerp_")(TernaryOp::kLerp, weight, self.dtype(),
                                               detail::make_plan(self, {&self, &ec}), "lerp_");
   self.bump_version();
   return self;

@@ -1,30 +1,36 @@
+// The exact fixed-point sums (core/ops/fixed_point.h): checks, then the device's kernel through
+// the stubs of core/ops/fixed_point_stubs.h.
 #include "core/ops/fixed_point.h"
 
 #include <cmath>
 
 #include "core/error.h"
-#include "core/kernels/cpu/fixed_point.h"
 #include "core/kernels/fixed_point.h"
+#include "core/ops/fixed_point_stubs.h"
 #include "core/ops/native.h"
 
 namespace ember::native {
+
+detail::DispatchStub<FixedPointMaxAbsFn> fixed_point_max_abs_stub;
+detail::DispatchStub<FixedPointAccumulateFn> fixed_point_accumulate_stub;
+detail::DispatchStub<FixedPointToFloatFn> fixed_point_to_float_stub;
+
 namespace {
 
 void check_float(const Tensor& t, const char* op, const char* what) {
   EMBER_CHECK_T(ValueError, t.defined(), op, ": ", what, " is undefined");
   EMBER_CHECK_T(TypeError, t.dtype() == kFloat32 || t.dtype() == kFloat64, op, ": expected ", what,
                 " of dtype float32 or float64, got ", t.dtype());
-  EMBER_CHECK_T(NotImplementedError, t.device().is_cpu(), op, ": ", what, " is on ", t.device().str(),
-                "; the fixed-point sum has a CPU driver only (its functors are in core/kernels/fixed_point.h)");
 }
 
-void check_acc(const Tensor& acc, int64_t numel, const char* op) {
+void check_acc(const Tensor& acc, const Tensor& other, const char* op) {
   EMBER_CHECK_T(ValueError, acc.defined(), op, ": the accumulator is undefined");
   EMBER_CHECK_T(TypeError, acc.dtype() == kInt64, op, ": expected an int64 accumulator, got ", acc.dtype());
-  EMBER_CHECK_T(ValueError, acc.is_contiguous() && acc.numel() == numel, op, ": expected a contiguous accumulator of ",
-                numel, " elements, got ", acc.sizes(), acc.is_contiguous() ? "" : " (not contiguous)");
-  EMBER_CHECK_T(NotImplementedError, acc.device().is_cpu(), op, ": the accumulator is on ", acc.device().str(),
-                "; the fixed-point sum has a CPU driver only");
+  EMBER_CHECK_T(ValueError, acc.is_contiguous() && acc.numel() == other.numel(), op,
+                ": expected a contiguous accumulator of ", other.numel(), " elements, got ", acc.sizes(),
+                acc.is_contiguous() ? "" : " (not contiguous)");
+  EMBER_CHECK_T(DeviceError, acc.device() == other.device(), op, ": the accumulator is on ", acc.device().str(),
+                " and the float tensor on ", other.device().str(), "; expected one device");
 }
 
 }  // namespace
@@ -32,7 +38,9 @@ void check_acc(const Tensor& acc, int64_t numel, const char* op) {
 double fixed_point_max_abs(const Tensor& x) {
   check_float(x, "fixed_point_max_abs", "the tensor");
   const Tensor c = contiguous(x);
-  return kernels::cpu::fixed_point_max_abs(c.dtype(), c.raw_data(), c.numel());
+  if (c.numel() == 0) return 0.0;
+  return fixed_point_max_abs_stub.kernel(c.device(), "fixed_point_max_abs")(c.dtype(), c.raw_data(), c.numel(),
+                                                                             c.device().index);
 }
 
 int fixed_point_exponent(double max_abs, int64_t num_terms) {
@@ -45,20 +53,25 @@ int fixed_point_exponent(double max_abs, int64_t num_terms) {
 
 void fixed_point_accumulate_(const Tensor& acc, const Tensor& x, int exponent) {
   check_float(x, "fixed_point_accumulate_", "the term");
-  check_acc(acc, x.numel(), "fixed_point_accumulate_");
+  check_acc(acc, x, "fixed_point_accumulate_");
   const Tensor c = contiguous(x);
-  kernels::cpu::fixed_point_accumulate(c.dtype(), c.raw_data(), acc.data_ptr<int64_t>(), c.numel(), exponent);
+  if (c.numel() > 0) {
+    fixed_point_accumulate_stub.kernel(c.device(), "fixed_point_accumulate_")(
+        c.dtype(), c.raw_data(), acc.data_ptr<int64_t>(), c.numel(), exponent, c.device().index);
+  }
   acc.bump_version();
 }
 
 void fixed_point_to_float_(const Tensor& out, const Tensor& acc, int exponent, double divisor) {
   check_float(out, "fixed_point_to_float_", "the output");
   EMBER_CHECK_T(ValueError, out.is_contiguous(), "fixed_point_to_float_: the output must be contiguous");
-  check_acc(acc, out.numel(), "fixed_point_to_float_");
+  check_acc(acc, out, "fixed_point_to_float_");
   EMBER_CHECK_T(ValueError, std::isfinite(divisor) && divisor != 0.0,
                 "fixed_point_to_float_: expected a finite nonzero divisor, got ", divisor);
-  kernels::cpu::fixed_point_to_float(out.dtype(), acc.data_ptr<int64_t>(), out.raw_data(), out.numel(), exponent,
-                                     divisor);
+  if (out.numel() > 0) {
+    fixed_point_to_float_stub.kernel(out.device(), "fixed_point_to_float_")(
+        out.dtype(), acc.data_ptr<int64_t>(), out.raw_data(), out.numel(), exponent, divisor, out.device().index);
+  }
   out.bump_version();
 }
 

@@ -1,5 +1,6 @@
 // Tensor-level entry points of the exact fixed-point sums (Note [Fixed-point gradient sums] in
-// core/kernels/fixed_point.h): checks, then the CPU driver. Thread-safe (no shared state).
+// core/kernels/fixed_point.h): checks, then the device's kernel (core/ops/fixed_point_stubs.h).
+// CPU and CUDA tensors alike; the bits do not depend on the device. Thread-safe (no shared state).
 #pragma once
 #include <cstdint>
 
@@ -8,7 +9,7 @@
 namespace ember::native {
 
 /// max |x| over a float32/float64 tensor, +Inf if it holds a NaN or Inf; 0 when empty.
-/// Throws TypeError for another dtype, NotImplementedError for a CUDA tensor.
+/// Throws TypeError for another dtype. Waits for the result (a device-to-host copy on CUDA).
 double fixed_point_max_abs(const Tensor& x);
 
 /// The exponent for a sum of `num_terms` tensors whose largest |element| is max_abs

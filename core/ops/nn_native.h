@@ -1,7 +1,7 @@
-// ember::native ops behind nn's layers, losses, optimizers and clip_grad: the fused kernels nn
-// used to run on raw pointers. Each checks its arguments, allocates, and dispatches on device
+// ember::native ops behind nn's layers, losses, optimizers and clip_grad: their fused kernels.
+// Each checks its arguments, allocates, and dispatches on device
 // (CPU kernels in core/kernels/cpu/; a device without a kernel yet is a NotImplementedError
-// naming the op). No autograd: nn's nodes call these forward and backward. Thread-safe.
+// naming the op). No autograd: the nodes of autograd/functions/ call these. Thread-safe.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -141,6 +141,10 @@ struct RnnLayerForward {
 RnnLayerForward rnn_layer_forward(RnnMode mode, const Tensor& input, const PackedSteps& steps, const Tensor& h0,
                                   const Tensor& c0, const std::vector<Tensor>& weights);
 
+/// How many times rnn_layer_forward has run in this process (all threads), like
+/// cudnn_rnn_forward_count: shows which RNN backend ran where no autograd node records it.
+uint64_t rnn_layer_forward_count();
+
 /// Gradients of (input, h0, c0, then per direction w_ih, w_hh, b_ih, b_hh) from those of
 /// (output, h_n, c_n) (any may be undefined: zero); entry i stays undefined when !needs[i].
 std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, const Tensor& input,
@@ -148,7 +152,7 @@ std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, c
                                        const std::vector<RnnDirectionSaved>& saved, const Tensor& d_output,
                                        const Tensor& d_h_n, const Tensor& d_c_n, const std::vector<bool>& needs);
 
-// ---- the cuDNN RNN: the whole stack in one call (Note [cuDNN RNN] in core/ops/cudnn_rnn.cpp) ----
+// ---- the cuDNN RNN: the whole stack in one call (Note [cuDNN RNN] in core/kernels/cuda/cudnn_rnn.cpp)
 
 struct CudnnRnnConfig {
   RnnMode mode = RnnMode::kLstm;
@@ -162,8 +166,9 @@ struct CudnnRnnConfig {
 /// set_cudnn_enabled overrides that for the process (tests compare both paths).
 bool cudnn_enabled();
 void set_cudnn_enabled(bool on);
-/// True when `input` (packed rows [N, F]) can run through cuDNN: it is on CUDA, ember was
-/// built with cuDNN, cudnn_enabled(), float32/float64, and every size fits cuDNN's int range.
+/// True when `input` (packed rows [N, F]) can run through cuDNN: its device has a kernel for
+/// cudnn_rnn_forward (CUDA, built with cuDNN), cudnn_enabled(), float32/float64, and every
+/// size fits cuDNN's int range.
 bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input);
 /// How many times cudnn_rnn_forward has run in this process (all threads): shows which RNN
 /// backend ran where no autograd node records it (under NoGradGuard, in eval).
@@ -187,7 +192,7 @@ struct CudnnRnnSaved {
 /// Marks the buffers of `s` that a backward hands to cuDNN (weight space, reserve space, device
 /// sequence lengths) as used by the work queued on `stream` (Tensor::record_stream), so that
 /// once freed they are not reused before that work is done. cudnn_rnn_backward calls it with its
-/// current stream (Note [cuDNN RNN streams] in core/ops/cudnn_rnn.cpp); a no-op for buffers
+/// current stream (Note [cuDNN RNN streams] in core/kernels/cuda/cudnn_rnn.cpp); a no-op for buffers
 /// allocated on `stream` and for devices without events.
 void cudnn_rnn_record_stream(const CudnnRnnSaved& s, Stream stream);
 

@@ -93,28 +93,28 @@ void finish_requires_grad(Tensor& t, const TensorOptions& options) {
   if (options.requires_grad_) t.requires_grad_(true);
 }
 
-}  // namespace
-
-Tensor rand(const IntList& sizes, TensorOptions options, Generator* gen) {
-  EMBER_CHECK_T(TypeError, is_floating_point(options.dtype_), "rand: expected a floating-point dtype, got ",
+// rand and randn: checks, then a fresh tensor that `fill_standard(t, g)` fills.
+template <typename Fill>
+Tensor standard_random(const IntList& sizes, const TensorOptions& options, Generator* gen, const char* op,
+                       const Fill& fill_standard) {
+  EMBER_CHECK_T(TypeError, is_floating_point(options.dtype_), op, ": expected a floating-point dtype, got ",
                 options.dtype_);
-  check_cuda_floating(options.device_, options.dtype_, "rand");
-  Generator& g = resolve_generator(gen, options.device_, "rand");
+  check_cuda_floating(options.device_, options.dtype_, op);
+  Generator& g = resolve_generator(gen, options.device_, op);
   Tensor t = empty(sizes, options.requires_grad(false));
-  fill_uniform(t, 0.0, 1.0, g);
+  fill_standard(t, g);
   finish_requires_grad(t, options);
   return t;
 }
 
+}  // namespace
+
+Tensor rand(const IntList& sizes, TensorOptions options, Generator* gen) {
+  return standard_random(sizes, options, gen, "rand", [](Tensor& t, Generator& g) { fill_uniform(t, 0.0, 1.0, g); });
+}
+
 Tensor randn(const IntList& sizes, TensorOptions options, Generator* gen) {
-  EMBER_CHECK_T(TypeError, is_floating_point(options.dtype_), "randn: expected a floating-point dtype, got ",
-                options.dtype_);
-  check_cuda_floating(options.device_, options.dtype_, "randn");
-  Generator& g = resolve_generator(gen, options.device_, "randn");
-  Tensor t = empty(sizes, options.requires_grad(false));
-  fill_normal(t, 0.0, 1.0, g);
-  finish_requires_grad(t, options);
-  return t;
+  return standard_random(sizes, options, gen, "randn", [](Tensor& t, Generator& g) { fill_normal(t, 0.0, 1.0, g); });
 }
 
 Tensor randint(int64_t low, int64_t high, const IntList& sizes, TensorOptions options, Generator* gen) {

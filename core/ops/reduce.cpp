@@ -16,7 +16,7 @@ namespace ember::native {
 detail::DispatchStub<ReduceFn> reduce_stub;
 
 namespace {
-using kernels::ReduceOp;
+using kernels::ReduceKind;
 using kernels::ReducePlan;
 
 struct ReduceSetup {
@@ -67,10 +67,10 @@ ReduceSetup setup_reduce(const Tensor& a, const IntList& dims, bool keepdim, con
   return s;
 }
 
-Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceOp op, DType out_dtype, double scale,
+Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceKind op, DType out_dtype, double scale,
                      const char* name) {
   ReduceSetup s = setup_reduce(a, dims, keepdim, name);
-  if ((op == ReduceOp::Max || op == ReduceOp::Min) && s.plan.red_numel == 0) {
+  if ((op == ReduceKind::kMax || op == ReduceKind::kMin) && s.plan.red_numel == 0) {
     EMBER_THROW(IndexError, name, ": Expected reduction dim to have non-zero size (input shape ", a.sizes(), ")");
   }
   auto is16 = [](DType t) { return t == kBFloat16 || t == kFloat16; };
@@ -87,7 +87,7 @@ Tensor reduce_values(const Tensor& a, const IntList& dims, bool keepdim, ReduceO
   return out;
 }
 
-std::pair<Tensor, Tensor> reduce_with_index(const Tensor& a, int64_t dim, bool keepdim, ReduceOp op, bool want_values,
+std::pair<Tensor, Tensor> reduce_with_index(const Tensor& a, int64_t dim, bool keepdim, ReduceKind op, bool want_values,
                                             const char* name) {
   ReduceSetup s = setup_reduce(a, {dim}, keepdim, name);
   EMBER_CHECK_T(IndexError, s.plan.red_numel > 0, name, ": Expected reduction dim ", dim,
@@ -116,40 +116,40 @@ int64_t reduced_count(const Tensor& a, const IntList& dims) {
 
 Tensor sum(const Tensor& a, const IntList& dims, bool keepdim, std::optional<DType> dtype) {
   DType out = dtype ? *dtype : (is_integral(a.dtype(), true) ? kInt64 : a.dtype());
-  return reduce_values(a, dims, keepdim, ReduceOp::Sum, out, 1.0, "sum");
+  return reduce_values(a, dims, keepdim, ReduceKind::kSum, out, 1.0, "sum");
 }
 
 Tensor mean(const Tensor& a, const IntList& dims, bool keepdim) {
   EMBER_CHECK_T(TypeError, a.is_floating_point(), "mean(): could not infer output dtype. Input dtype must be either a "
                 "floating point or complex dtype. Got: ", a.dtype());
   int64_t n = reduced_count(a, dims);
-  return reduce_values(a, dims, keepdim, ReduceOp::Sum, a.dtype(), n ? 1.0 / static_cast<double>(n) : NAN, "mean");
+  return reduce_values(a, dims, keepdim, ReduceKind::kSum, a.dtype(), n ? 1.0 / static_cast<double>(n) : NAN, "mean");
 }
 
 Tensor prod(const Tensor& a, const IntList& dims, bool keepdim) {
   DType out = is_integral(a.dtype(), true) ? kInt64 : a.dtype();
-  return reduce_values(a, dims, keepdim, ReduceOp::Prod, out, 1.0, "prod");
+  return reduce_values(a, dims, keepdim, ReduceKind::kProd, out, 1.0, "prod");
 }
 Tensor amax(const Tensor& a, const IntList& dims, bool keepdim) {
-  return reduce_values(a, dims, keepdim, ReduceOp::Max, a.dtype(), 1.0, "amax");
+  return reduce_values(a, dims, keepdim, ReduceKind::kMax, a.dtype(), 1.0, "amax");
 }
 Tensor amin(const Tensor& a, const IntList& dims, bool keepdim) {
-  return reduce_values(a, dims, keepdim, ReduceOp::Min, a.dtype(), 1.0, "amin");
+  return reduce_values(a, dims, keepdim, ReduceKind::kMin, a.dtype(), 1.0, "amin");
 }
-Tensor all(const Tensor& a) { return reduce_values(a, {}, false, ReduceOp::All, kBool, 1.0, "all"); }
-Tensor any(const Tensor& a) { return reduce_values(a, {}, false, ReduceOp::Any, kBool, 1.0, "any"); }
+Tensor all(const Tensor& a) { return reduce_values(a, {}, false, ReduceKind::kAll, kBool, 1.0, "all"); }
+Tensor any(const Tensor& a) { return reduce_values(a, {}, false, ReduceKind::kAny, kBool, 1.0, "any"); }
 
 std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
-  return reduce_with_index(a, dim, keepdim, ReduceOp::Max, true, "max");
+  return reduce_with_index(a, dim, keepdim, ReduceKind::kMax, true, "max");
 }
 std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
-  return reduce_with_index(a, dim, keepdim, ReduceOp::Min, true, "min");
+  return reduce_with_index(a, dim, keepdim, ReduceKind::kMin, true, "min");
 }
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
-  return reduce_with_index(a, dim, keepdim, ReduceOp::ArgMax, false, "argmax").second;
+  return reduce_with_index(a, dim, keepdim, ReduceKind::kArgMax, false, "argmax").second;
 }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
-  return reduce_with_index(a, dim, keepdim, ReduceOp::ArgMin, false, "argmin").second;
+  return reduce_with_index(a, dim, keepdim, ReduceKind::kArgMin, false, "argmin").second;
 }
 
 Tensor var(const Tensor& a, const IntList& dims, int64_t correction, bool keepdim) {

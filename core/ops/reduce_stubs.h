@@ -14,7 +14,7 @@ namespace ember::native {
 /// null) gets arg indices for Max/Min/ArgMax/ArgMin; out may be null when only indices are
 /// wanted. in/out are element pointers on the stub's device (cuda:device_index); 16-bit floats
 /// reach only the CUDA kernel (Note [16-bit floats on CPU]).
-using ReduceFn = void(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
+using ReduceFn = void(kernels::ReduceKind op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan,
                       const void* in, void* out, int64_t* out_idx, double scale, int device_index, const char* name);
 
 extern detail::DispatchStub<ReduceFn> reduce_stub;

@@ -1,14 +1,28 @@
-// native::rnn_layer_forward / _backward (core/ops/nn_native.h): checks, then the stubs of
-// core/ops/rnn_stubs.h.
+// The recurrent ops of core/ops/nn_native.h: one layer (rnn_layer_forward / _backward) and the
+// cuDNN stack (cudnn_rnn_forward / _backward, whether it is usable, the EMBER_CUDNN switch):
+// checks, then the stubs of core/ops/rnn_stubs.h.
 #include "core/ops/rnn_stubs.h"
 
+#include <atomic>
+#include <cstdint>
+
+#include "core/env.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
 
 namespace ember::native {
 
+namespace {
+// -1: not read yet; 0 off; 1 on.
+std::atomic<int> g_cudnn_enabled{-1};
+std::atomic<uint64_t> g_layer_forward_count{0};  // rnn_layer_forward_count()
+std::atomic<uint64_t> g_cudnn_forward_count{0};  // cudnn_rnn_forward_count()
+}  // namespace
+
 detail::DispatchStub<RnnLayerForwardFn> rnn_layer_forward_stub;
 detail::DispatchStub<RnnLayerBackwardFn> rnn_layer_backward_stub;
+detail::DispatchStub<CudnnRnnForwardFn> cudnn_rnn_forward_stub;
+detail::DispatchStub<CudnnRnnBackwardFn> cudnn_rnn_backward_stub;
 
 const char* rnn_mode_name(RnnMode m) {
   switch (m) {
@@ -45,6 +59,7 @@ RnnLayerForward rnn_layer_forward(RnnMode mode, const Tensor& input, const Packe
   EMBER_INTERNAL_ASSERT(h0.sizes() == (IntList{D, B, H}) && (!lstm || c0.sizes() == h0.sizes()), "rnn_layer: h0 ",
                         h0.sizes());
   EMBER_INTERNAL_ASSERT(input.dtype() == kFloat32 || input.dtype() == kFloat64, "rnn_layer: dtype ", input.dtype());
+  g_layer_forward_count.fetch_add(1, std::memory_order_relaxed);
   return rnn_layer_forward_stub.kernel(input.device(), "rnn_layer_forward")(mode, input, steps, h0, c0, weights);
 }
 
@@ -57,6 +72,56 @@ std::vector<Tensor> rnn_layer_backward(RnnMode mode, const PackedSteps& steps, c
                         "rnn_layer_backward: ", w_ih.size(), " directions, ", needs.size(), " gradients");
   return rnn_layer_backward_stub.kernel(input.device(), "rnn_layer_backward")(mode, steps, input, w_ih, w_hh, saved,
                                                                               d_output, d_h_n, d_c_n, needs);
+}
+
+uint64_t rnn_layer_forward_count() { return g_layer_forward_count.load(std::memory_order_relaxed); }
+
+bool cudnn_enabled() {
+  int v = g_cudnn_enabled.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env::flag("EMBER_CUDNN", true) ? 1 : 0;
+    int expected = -1;
+    if (!g_cudnn_enabled.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return v == 1;
+}
+
+void set_cudnn_enabled(bool on) { g_cudnn_enabled.store(on ? 1 : 0); }
+
+uint64_t cudnn_rnn_forward_count() { return g_cudnn_forward_count.load(std::memory_order_relaxed); }
+
+bool cudnn_rnn_usable(const CudnnRnnConfig& c, const Tensor& input) {
+  if (!input.defined() || !cudnn_enabled()) return false;
+  if (input.dtype() != kFloat32 && input.dtype() != kFloat64) return false;
+  if (!cudnn_rnn_forward_stub.has_kernel(input.device().type)) return false;
+  constexpr int64_t kMax = INT32_MAX;
+  const int64_t D = c.bidirectional ? 2 : 1;
+  return c.input_size <= kMax && c.hidden_size * D * gate_count(c.mode) <= kMax && c.num_layers * D <= kMax &&
+         input.size(0) <= kMax;
+}
+
+void cudnn_rnn_record_stream(const CudnnRnnSaved& s, Stream stream) {
+  for (const Tensor* t : {&s.weight_space, &s.reserve, &s.dev_seq_lengths}) {
+    if (t->defined()) t->record_stream(stream);
+  }
+}
+
+CudnnRnnForward cudnn_rnn_forward(const CudnnRnnConfig& c, const Tensor& input, const PackedSteps& steps,
+                                  const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                                  bool need_backward) {
+  EMBER_INTERNAL_ASSERT(cudnn_rnn_forward_stub.has_kernel(input.device().type),
+                        "cudnn_rnn_forward: cuDNN is not available for ", input.device());
+  g_cudnn_forward_count.fetch_add(1, std::memory_order_relaxed);
+  return cudnn_rnn_forward_stub.kernel(input.device(), "cudnn_rnn_forward")(c, input, steps, h0, c0, weights,
+                                                                            need_backward);
+}
+
+CudnnRnnGrads cudnn_rnn_backward(const CudnnRnnConfig& c, const CudnnRnnSaved& saved, const Tensor& input,
+                                 const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                                 const Tensor& output, const Tensor& d_output, const Tensor& d_h_n,
+                                 const Tensor& d_c_n, bool need_weights) {
+  return cudnn_rnn_backward_stub.kernel(input.device(), "cudnn_rnn_backward")(c, saved, input, h0, c0, weights, output,
+                                                                              d_output, d_h_n, d_c_n, need_weights);
 }
 
 }  // namespace ember::native

@@ -9,7 +9,7 @@
 // ordinary contiguous tensor, so the CPU kernels and their speed are unchanged); it exists there
 // so that the mechanics are the same, and tested, everywhere.
 //
-// cuDNN (core/ops/cudnn_rnn.cpp) wants the weights as one "weight space" whose layout it
+// cuDNN (core/kernels/cuda/cudnn_rnn.cpp) wants the weights as one "weight space" whose layout it
 // reports with cudnnGetRNNWeightParams: per layer and direction the input matrices of each
 // gate, the recurrent matrices, then the biases, gates in PyTorch's order (LSTM i,f,g,o; GRU
 // r,z,n). That is the concatenation above, so the flat buffer IS the weight space and cuDNN

@@ -13,25 +13,29 @@ detail::DispatchStub<SoftmaxBackwardFn> softmax_backward_stub;
 
 namespace {
 
-// [outer, n, inner] around `dim`.
-void line_shape(const IntList& sizes, int64_t dim, int64_t& outer, int64_t& n, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= sizes[static_cast<size_t>(d)];
-  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); ++d) inner *= sizes[static_cast<size_t>(d)];
-  n = sizes.empty() ? 1 : sizes[static_cast<size_t>(dim)];
+// The [outer, n, inner] view around `dim` of a float32 or float64 tensor; IndexError for a bad
+// dim, TypeError for another dtype.
+struct Lines {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+Lines softmax_lines(const Tensor& x, int64_t dim, const char* name) {
+  dim = wrap_dim(dim, x.dim(), name);
+  EMBER_CHECK_T(TypeError, x.dtype() == kFloat32 || x.dtype() == kFloat64, name,
+                ": expected a floating-point dtype (float32 or float64), got ", x.dtype());
+  const IntList& sizes = x.sizes();
+  Lines l;
+  for (int64_t d = 0; d < dim; ++d) l.outer *= sizes[static_cast<size_t>(d)];
+  for (int64_t d = dim + 1; d < static_cast<int64_t>(sizes.size()); ++d) l.inner *= sizes[static_cast<size_t>(d)];
+  l.n = sizes.empty() ? 1 : sizes[static_cast<size_t>(dim)];
+  return l;
 }
 
 Tensor softmax_impl(const Tensor& a, int64_t dim, bool log, const char* name) {
   Tensor x = contiguous(a.is_floating_point() ? a : to(a, kFloat32));
-  dim = wrap_dim(dim, x.dim(), name);
-  EMBER_CHECK_T(TypeError, x.dtype() == kFloat32 || x.dtype() == kFloat64, name,
-                ": expected a floating-point dtype (float32 or float64), got ", x.dtype());
+  const Lines l = softmax_lines(x, dim, name);
   Tensor out = empty(x.sizes(), TensorOptions(x.dtype()).device(x.device()));
-  int64_t outer, n, inner;
-  line_shape(x.sizes(), dim, outer, n, inner);
   if (x.numel() > 0) {
-    softmax_stub.kernel(x.device(), name)(x.dtype(), outer, n, inner, log, x.raw_data(), out.raw_data(),
+    softmax_stub.kernel(x.device(), name)(x.dtype(), l.outer, l.n, l.inner, log, x.raw_data(), out.raw_data(),
                                           x.device().index);
   }
   return out;
@@ -41,15 +45,11 @@ Tensor softmax_backward_impl(const Tensor& grad, const Tensor& out, int64_t dim,
   EMBER_CHECK_T(ValueError, grad.sizes() == out.sizes(), name, ": grad shape ", grad.sizes(), " != output shape ", out.sizes());
   detail::check_same_device(name, {&grad, &out});
   Tensor g = contiguous(to(grad, out.dtype())), y = contiguous(out);
-  dim = wrap_dim(dim, y.dim(), name);
-  EMBER_CHECK_T(TypeError, y.dtype() == kFloat32 || y.dtype() == kFloat64, name,
-                ": expected a floating-point dtype (float32 or float64), got ", y.dtype());
+  const Lines l = softmax_lines(y, dim, name);
   Tensor gi = empty(y.sizes(), TensorOptions(y.dtype()).device(y.device()));
-  int64_t outer, n, inner;
-  line_shape(y.sizes(), dim, outer, n, inner);
   if (y.numel() > 0) {
-    softmax_backward_stub.kernel(y.device(), name)(y.dtype(), outer, n, inner, log, g.raw_data(), y.raw_data(),
-                                                   gi.raw_data(), y.device().index);
+    softmax_backward_stub.kernel(y.device(), name)(y.dtype(), l.outer, l.n, l.inner, log, g.raw_data(),
+                                                   y.raw_data(), gi.raw_data(), y.device().index);
   }
   return gi;
 }

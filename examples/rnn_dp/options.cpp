@@ -154,8 +154,8 @@ Options parse_options(int argc, const char* const* argv) {
   if (o.deterministic) {
     EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--deterministic: --batch-size ", o.batch_size,
                   " must be a multiple of --shards ", o.shards, " (every shard holds the same number of samples)");
-    EMBER_CHECK_T(ValueError, o.augment_p == 0 && o.amp.empty() && !o.uneven,
-                  "--deterministic: --augment (per-worker streams), --amp and --uneven are not supported with it");
+    EMBER_CHECK_T(ValueError, !o.uneven,
+                  "--deterministic: --uneven (per-rank batches, not shards of a global batch) is not supported with it");
   }
   return o;
 }

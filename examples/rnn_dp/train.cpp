@@ -89,7 +89,7 @@ namespace rnn_dp {
 // with every batch full it follows the uninterrupted run up to float rounding. What must match
 // is the seed, the global batch, --limit, --lr, --batch-first and --augment (run_identity);
 // --augment draws per-rank streams, so only its sample order, not its draws, carries over to
-// another world size. A rank that dies makes the others' next
+// another world size (under --deterministic its draws carry over too: Note [Shard steps]). A rank that dies makes the others' next
 // collective fail with DistributedError (see parallel/README.md); under
 // `ember-run --max-restarts K` the group restarts and, with --resume, continues from there.
 
@@ -115,7 +115,12 @@ namespace rnn_dp {
 //  - dropout (--dropout) draws each sample's mask from a generator seeded by (seed, epoch, the
 //    sample's position in the epoch), never from the rank, the worker or the step's draws (this
 //    holds without --deterministic too);
-//  - nothing else draws: --augment, which draws per-worker streams, is refused.
+//  - --augment draws each word's byte drop from a stream of (epoch_seed(seed, epoch), the
+//    word's index in the training set) (WordLangDataset::use_sample_streams), never from the
+//    rank or the worker; nothing else draws.
+//  - --amp: the same autocast around every shard's forward and loss (DataParallel's replicas
+//    get it from parallel_apply), and under fp16 GradScaler::scale on each shard's loss: a power
+//    of two, so the exact mean unscales to the same bits wherever the shards ran.
 
 namespace detail {
 
@@ -648,7 +653,11 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
     sampler->set_epoch(static_cast<uint64_t>(epoch - 1));
     if (resumed_epoch) sampler->set_start_index(resumed.samples);
     loader_generator->manual_seed(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
-    train_set->seed_rng(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
+    if (o.deterministic) {
+      train_set->use_sample_streams(epoch_seed(o.seed, epoch));  // the same for every rank and worker
+    } else {
+      train_set->seed_rng(epoch_seed(o.seed, epoch) + static_cast<uint64_t>(job.rank));
+    }
     // This epoch before this run (all ranks together): samples, and their loss summed.
     const size_t start_samples = resumed_epoch ? resumed.samples : 0;
     const double carried_loss = resumed_epoch ? resumed.loss_sum : 0.0;
@@ -684,8 +693,11 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         const size_t b = static_cast<size_t>(labels.size(0));
         if (dp_shards) {
           const Tensor keep = keep_for(o.batch_size, [](int64_t i) { return static_cast<uint64_t>(i); });
-          const Tensor losses = (*dp_shards)(padded, lengths, labels, keep);
-          ember::sum(losses).backward();
+          const Tensor losses = [&] {
+            const auto amp = autocast_guard();  // parallel_apply carries it to the replicas' threads
+            return (*dp_shards)(padded, lengths, labels, keep);
+          }();
+          optimizer.scale(ember::sum(losses)).backward();
           for (double l : ember::to(losses, ember::kFloat64).to_vector<double>()) loss_sum += l * static_cast<double>(shard_rows);
         } else if (o.deterministic) {
           const int64_t time_dim = o.batch_first ? 1 : 0;
@@ -706,10 +718,10 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
             if (ddp && !last) {
               auto no_sync = ddp->no_sync();
               loss = shard_loss(p, l, y, keep);
-              loss.backward();
+              optimizer.scale(loss).backward();
             } else {
               loss = shard_loss(p, l, y, keep);
-              loss.backward();
+              optimizer.scale(loss).backward();
             }
             loss_sum += loss.item() * static_cast<double>(shard_rows);
           }

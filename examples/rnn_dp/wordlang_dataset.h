@@ -63,7 +63,10 @@ WordLangSplits load_wordlang(const std::string& dict_dir = "/usr/share/dict",
 /// random byte of a word (longer than 2 bytes) with probability augment_p, drawing from the
 /// dataset's own RNG: each DataLoader worker seeds its copy in worker_init_fn from
 /// get_worker_info()->seed (the FAQ's per-worker NumPy seeding), so workers draw different
-/// streams and a run is reproducible for a given seed and worker count.
+/// streams and a run is reproducible for a given seed and worker count. After
+/// use_sample_streams(seed), get(i) draws from a generator of (seed, i) alone instead, so a
+/// word's augmentation does not depend on which rank, worker or batch fetched it (rnn_dp's
+/// --deterministic: Note [Shard steps] in train.cpp).
 class WordLangDataset : public ember::data::Dataset<std::pair<ember::Tensor, int64_t>> {
  public:
   explicit WordLangDataset(std::vector<Word> words, double augment_p = 0.0);
@@ -71,12 +74,15 @@ class WordLangDataset : public ember::data::Dataset<std::pair<ember::Tensor, int
   size_t size() const override { return words_.size(); }
 
   void seed_rng(uint64_t seed) { rng_.seed(seed); }
+  /// From now on each sample draws from its own stream of (seed, index); pass a seed per epoch.
+  void use_sample_streams(uint64_t seed) { sample_seed_ = seed; }
   const std::vector<Word>& words() const { return words_; }
 
  private:
   std::vector<Word> words_;
   double augment_p_;
   std::mt19937_64 rng_{0};
+  std::optional<uint64_t> sample_seed_;  // set: per-sample streams instead of rng_
 };
 
 /// A batch: (padded tokens [B, T] or [T, B], lengths int64 [B], labels int64 [B]).

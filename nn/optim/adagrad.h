@@ -7,9 +7,10 @@
 
 namespace ember::optim {
 
-class AdagradOptions : public OptimizerOptions {
+class AdagradOptions : public OptimizerOptionsBase<AdagradOptions> {
  public:
   AdagradOptions(double lr = 1e-2) : lr_(lr) {}  // NOLINT: implicit, Adagrad(params, 0.01)
+  static constexpr const char* kName = "Adagrad";
   EMBER_OPTIM_ARG(double, lr, 1e-2)
   EMBER_OPTIM_ARG(double, lr_decay, 0.0)
   EMBER_OPTIM_ARG(double, weight_decay, 0.0)
@@ -17,25 +18,18 @@ class AdagradOptions : public OptimizerOptions {
   EMBER_OPTIM_ARG(double, eps, 1e-10)
   EMBER_OPTIM_ARG(bool, maximize, false)
 
- public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdagradOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
-  std::string to_json() const override;
-  void from_json(const std::string& json) override;
-  void validate() const override;
+ protected:
+  std::vector<OptionField> fields() override;
 };
 
-class Adagrad : public Optimizer {
+class Adagrad : public OptimizerWith<AdagradOptions> {
  public:
   Adagrad(std::vector<ParamGroup> param_groups, const AdagradOptions& defaults = AdagradOptions());
   Adagrad(std::vector<Tensor> params, const AdagradOptions& defaults = AdagradOptions())
       : Adagrad(std::vector<ParamGroup>{ParamGroup(std::move(params))}, defaults) {}
 
-  Tensor step(const LossClosure& closure = nullptr) override;
-  const char* type_name() const override { return "Adagrad"; }
-
  protected:
+  void update() override;
   void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
                          const OptimizerOptions& options) const override;
 };

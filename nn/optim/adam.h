@@ -10,9 +10,10 @@ namespace ember::optim {
 
 using Betas = std::pair<double, double>;
 
-class AdamOptions : public OptimizerOptions {
+class AdamOptions : public OptimizerOptionsBase<AdamOptions> {
  public:
   AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: implicit, Adam(params, 1e-3)
+  static constexpr const char* kName = "Adam";
   EMBER_OPTIM_ARG(double, lr, 1e-3)
   EMBER_OPTIM_ARG(Betas, betas, (Betas{0.9, 0.999}))
   EMBER_OPTIM_ARG(double, eps, 1e-8)
@@ -20,31 +21,20 @@ class AdamOptions : public OptimizerOptions {
   EMBER_OPTIM_ARG(bool, amsgrad, false)
   EMBER_OPTIM_ARG(bool, maximize, false)
 
- public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
-  std::string to_json() const override;
-  void from_json(const std::string& json) override;
-  void validate() const override;
+ protected:
+  std::vector<OptionField> fields() override;
 };
 
-class Adam : public Optimizer {
+class Adam : public OptimizerWith<AdamOptions> {
  public:
-  Adam(std::vector<ParamGroup> param_groups, const AdamOptions& defaults = AdamOptions());
-  Adam(std::vector<Tensor> params, const AdamOptions& defaults = AdamOptions())
-      : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, defaults) {}
-
-  Tensor step(const LossClosure& closure = nullptr) override;
-  const char* type_name() const override { return "Adam"; }
+  using OptimizerWith::OptimizerWith;
 
  protected:
+  void update() override;
   /// step, exp_avg and exp_avg_sq (max_exp_avg_sq optional): a 0-dim finite non-negative step,
   /// the others shaped like the parameter; no other key.
   void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
                          const OptimizerOptions& options) const override;
-  Adam(std::vector<ParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults)
-      : Optimizer(std::move(param_groups), std::move(defaults)) {}
   /// The update of every parameter with a gradient, one native::adam_update_ per group (one
   /// multi-tensor launch per device for CUDA parameters). decoupled: AdamW's
   /// p *= 1 - lr * weight_decay instead of adding weight_decay * p to the gradient.

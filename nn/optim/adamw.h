@@ -32,8 +32,10 @@ class AdamW : public Adam {
   AdamW(std::vector<Tensor> params, const AdamWOptions& defaults = AdamWOptions())
       : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, defaults) {}
 
-  Tensor step(const LossClosure& closure = nullptr) override;
   const char* type_name() const override { return "AdamW"; }
+
+ protected:
+  void update() override;
 };
 
 }  // namespace ember::optim

@@ -6,9 +6,67 @@
 #include <typeinfo>
 
 #include "autograd/grad_mode.h"
+#include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
+
+namespace {
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+// PyTorch's words for a negative hyper-parameter.
+std::string invalid_text(const std::string& key) {
+  if (key == "lr") return "Invalid learning rate: ";
+  if (key == "eps") return "Invalid epsilon value: ";
+  return "Invalid " + key + " value: ";
+}
+}  // namespace
+
+std::string OptimizerOptions::to_json() const {
+  detail::JsonWriter j = detail::JsonWriter::object();
+  for (const OptionField& f : const_cast<OptimizerOptions*>(this)->fields()) {
+    std::visit(Overloaded{[&](const std::pair<double, double>* v) { j[f.key] = std::vector<double>{v->first, v->second}; },
+                          [&](const auto* v) { j[f.key] = *v; }},
+               f.value);
+  }
+  return j.dump();
+}
+
+void OptimizerOptions::from_json(const std::string& json) {
+  const detail::JsonFields in(json, owner(), "options");
+  for (const OptionField& f : fields()) {
+    if (f.optional && !in.has(f.key)) continue;
+    std::visit(Overloaded{[&](double* v) { *v = in.number(f.key); }, [&](bool* v) { *v = in.boolean(f.key); },
+                          [&](std::pair<double, double>* v) {
+                            const std::vector<double> b = in.numbers(f.key);
+                            EMBER_CHECK_T(ValueError, b.size() == 2, owner(), " options: ", f.key,
+                                          " must have 2 values, got ", b.size());
+                            *v = {b[0], b[1]};
+                          }},
+               f.value);
+  }
+}
+
+void OptimizerOptions::validate() const {
+  for (const OptionField& f : const_cast<OptimizerOptions*>(this)->fields()) {
+    if (const auto* betas = std::get_if<std::pair<double, double>*>(&f.value)) {
+      const double b[2] = {(*betas)->first, (*betas)->second};
+      for (int i = 0; i < 2; ++i) {
+        EMBER_CHECK_T(ValueError, b[i] >= 0.0 && b[i] < 1.0, "Invalid beta parameter at index ", i, ": ", b[i]);
+      }
+    } else if (f.non_negative) {
+      const double v = *std::get<double*>(f.value);
+      EMBER_CHECK_T(ValueError, v >= 0.0, invalid_text(f.key), v);
+    }
+  }
+  check();
+}
 
 OptimizerOptions& ParamGroup::options() {
   EMBER_CHECK(options_ != nullptr, "ParamGroup: this group has no options (it is not part of an optimizer yet)");
@@ -88,6 +146,18 @@ OptimizerStateDict Optimizer::state_dict() const {
     sd.param_groups.push_back(std::move(out));
   }
   return sd;
+}
+
+double Optimizer::advance_step(ParamState& state, const Tensor& param, std::initializer_list<const char*> keys) {
+  if (!state.count("step")) {
+    state["step"] = zeros({}, TensorOptions(kFloat32));
+    for (const char* key : keys) {
+      if (!state.count(key)) state[key] = zeros_like(param);
+    }
+  }
+  Tensor& step = state["step"];
+  native::add_(step, 1.0);
+  return step.item();
 }
 
 void Optimizer::check_param_state(const std::string&, const Tensor&, const ParamState&,

@@ -6,12 +6,16 @@
 // thread-safe; one optimizer per training loop.
 #pragma once
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <variant>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "core/tensor.h"
 
 namespace ember::optim {
@@ -31,7 +35,28 @@ namespace ember::optim {
                                                        \
  public:
 
-/// Hyper-parameters of one param group. Each optimizer defines its subclass.
+/// One hyper-parameter of an OptimizerOptions subclass: its PyTorch key and where it lives.
+/// to_json writes the fields in order, from_json reads them, validate checks them.
+struct OptionField {
+  const char* key;
+  std::variant<double*, bool*, std::pair<double, double>*> value;
+  /// validate: a negative value is a ValueError in PyTorch's words ("Invalid learning rate: -1",
+  /// "Invalid epsilon value: ...", else "Invalid <key> value: ..."). A pair is always checked
+  /// as betas: each in [0, 1) ("Invalid beta parameter at index 1: ...").
+  bool non_negative = false;
+  /// from_json keeps the current value when the key is absent (a key newer than the format).
+  bool optional = false;
+};
+
+/// A field validate() requires to be >= 0.
+inline OptionField non_negative(const char* key, double* value) {
+  return {.key = key, .value = value, .non_negative = true};
+}
+/// A field from_json may find absent (then the value is kept).
+inline OptionField optional_field(const char* key, bool* value) { return {.key = key, .value = value, .optional = true}; }
+
+/// Hyper-parameters of one param group. Each optimizer defines its subclass, usually through
+/// OptimizerOptionsBase; the JSON and the checks follow from its fields().
 class OptimizerOptions {
  public:
   virtual ~OptimizerOptions() = default;
@@ -39,11 +64,35 @@ class OptimizerOptions {
   virtual double get_lr() const = 0;
   virtual void set_lr(double lr) = 0;
   /// Flat JSON object of every hyper-parameter, PyTorch's keys ({"lr":0.001,"betas":[0.9,0.999],...}).
-  virtual std::string to_json() const = 0;
+  std::string to_json() const;
   /// Reads what to_json writes. Throws ValueError naming a missing or ill-typed key.
-  virtual void from_json(const std::string& json) = 0;
+  void from_json(const std::string& json);
   /// Throws ValueError (PyTorch's "Invalid learning rate: -1" etc.) for an invalid value.
-  virtual void validate() const = 0;
+  void validate() const;
+
+ protected:
+  /// The optimizer's name in from_json's errors ("SGD options: ...").
+  virtual const char* owner() const = 0;
+  /// Every hyper-parameter, in to_json's key order. Only addresses: to_json and validate read
+  /// through them and never write.
+  virtual std::vector<OptionField> fields() = 0;
+  /// Checks that are not per field (SGD's Nesterov rule), after the fields' own; none by default.
+  virtual void check() const {}
+};
+
+/// clone, get_lr, set_lr and owner of an options class `Derived` with an EMBER_OPTIM_ARG named
+/// lr and a `static constexpr const char* kName` (its optimizer's name, "SGD").
+template <class Derived>
+class OptimizerOptionsBase : public OptimizerOptions {
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+  double get_lr() const override { return static_cast<const Derived&>(*this).lr(); }
+  void set_lr(double lr) override { static_cast<Derived&>(*this).lr(lr); }
+
+ protected:
+  const char* owner() const override { return Derived::kName; }
 };
 
 /// Parameters and (optionally) their own options; groups without options take the optimizer's defaults.
@@ -143,6 +192,23 @@ class Optimizer {
   Optimizer(std::vector<ParamGroup> groups, std::unique_ptr<OptimizerOptions> defaults);
   /// Runs `closure` with grad mode on (the loss step() returns), or returns an undefined Tensor.
   static Tensor run_closure(const LossClosure& closure);
+  /// Calls f(options, param, grad, state) for every parameter that has a gradient, group by
+  /// group: the group's options as Options, the parameter, a handle on its gradient and its
+  /// state (created empty on first use).
+  template <class Options, class F>
+  void for_each_param_with_grad(F&& f) {
+    for (auto& group : param_groups_) {
+      const auto& options = static_cast<const Options&>(group.options());
+      for (Tensor& p : group.params()) {
+        Tensor g = p.grad();
+        if (g.defined()) f(options, p, std::move(g), state_[p.impl()]);
+      }
+    }
+  }
+  /// Advances the "step" count in a parameter's `state`, creating it (a 0-dim float32 tensor)
+  /// on the first step together with zeros shaped like `param` under each of `keys` that is
+  /// absent. Returns the count after this step (1 for the first).
+  static double advance_step(ParamState& state, const Tensor& param, std::initializer_list<const char*> keys);
 
   std::vector<ParamGroup> param_groups_;
   std::unordered_map<TensorImpl*, ParamState> state_;  // keyed by parameter identity
@@ -155,6 +221,33 @@ class Optimizer {
   };
   /// Everything load_state_dict checks and builds, before it changes anything.
   LoadedState prepare_load(const OptimizerStateDict& state_dict) const;
+};
+
+/// The constructors every optimizer has, as LibTorch's: from param groups, or from one list of
+/// parameters, each with the defaults a group without options of its own copies.
+/// Also what every step() does around the update: the closure first, then update() (under
+/// NoGradGuard), and the name: Options::kName.
+template <class Options>
+class OptimizerWith : public Optimizer {
+ public:
+  OptimizerWith(std::vector<ParamGroup> param_groups, const Options& defaults = Options())
+      : Optimizer(std::move(param_groups), defaults.clone()) {}
+  OptimizerWith(std::vector<Tensor> params, const Options& defaults = Options())
+      : OptimizerWith(std::vector<ParamGroup>{ParamGroup(std::move(params))}, defaults) {}
+
+  Tensor step(const LossClosure& closure = nullptr) override {
+    Tensor loss = run_closure(closure);
+    NoGradGuard no_grad;
+    update();
+    return loss;
+  }
+  const char* type_name() const override { return Options::kName; }
+
+ protected:
+  OptimizerWith(std::vector<ParamGroup> param_groups, std::unique_ptr<OptimizerOptions> defaults)
+      : Optimizer(std::move(param_groups), std::move(defaults)) {}
+  /// One update of every parameter with a gradient, in place.
+  virtual void update() = 0;
 };
 
 }  // namespace ember::optim

@@ -7,9 +7,10 @@
 
 namespace ember::optim {
 
-class RMSpropOptions : public OptimizerOptions {
+class RMSpropOptions : public OptimizerOptionsBase<RMSpropOptions> {
  public:
   RMSpropOptions(double lr = 1e-2) : lr_(lr) {}  // NOLINT: implicit, RMSprop(params, 0.01)
+  static constexpr const char* kName = "RMSprop";
   EMBER_OPTIM_ARG(double, lr, 1e-2)
   EMBER_OPTIM_ARG(double, alpha, 0.99)
   EMBER_OPTIM_ARG(double, eps, 1e-8)
@@ -18,25 +19,16 @@ class RMSpropOptions : public OptimizerOptions {
   EMBER_OPTIM_ARG(bool, centered, false)
   EMBER_OPTIM_ARG(bool, maximize, false)
 
- public:
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<RMSpropOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double lr) override { lr_ = lr; }
-  std::string to_json() const override;
-  void from_json(const std::string& json) override;
-  void validate() const override;
+ protected:
+  std::vector<OptionField> fields() override;
 };
 
-class RMSprop : public Optimizer {
+class RMSprop : public OptimizerWith<RMSpropOptions> {
  public:
-  RMSprop(std::vector<ParamGroup> param_groups, const RMSpropOptions& defaults = RMSpropOptions());
-  RMSprop(std::vector<Tensor> params, const RMSpropOptions& defaults = RMSpropOptions())
-      : RMSprop(std::vector<ParamGroup>{ParamGroup(std::move(params))}, defaults) {}
-
-  Tensor step(const LossClosure& closure = nullptr) override;
-  const char* type_name() const override { return "RMSprop"; }
+  using OptimizerWith::OptimizerWith;
 
  protected:
+  void update() override;
   void check_param_state(const std::string& where, const Tensor& param, const ParamState& state,
                          const OptimizerOptions& options) const override;
 };

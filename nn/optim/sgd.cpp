@@ -6,57 +6,26 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
-#include "nn/optim/detail/json_fields.h"
 
 namespace ember::optim {
 
-using detail::JsonWriter;
-
-std::string SGDOptions::to_json() const {
-  return JsonWriter{{"lr", lr_},
-                    {"momentum", momentum_},
-                    {"dampening", dampening_},
-                    {"weight_decay", weight_decay_},
-                    {"nesterov", nesterov_},
-                    {"maximize", maximize_}}
-      .dump();
+std::vector<OptionField> SGDOptions::fields() {
+  return {non_negative("lr", &lr_), non_negative("momentum", &momentum_), {"dampening", &dampening_},
+          non_negative("weight_decay", &weight_decay_), {"nesterov", &nesterov_},
+          optional_field("maximize", &maximize_)};
 }
 
-void SGDOptions::from_json(const std::string& json) {
-  const detail::JsonFields f(json, "SGD", "options");
-  lr_ = f.number("lr");
-  momentum_ = f.number("momentum");
-  dampening_ = f.number("dampening");
-  weight_decay_ = f.number("weight_decay");
-  nesterov_ = f.boolean("nesterov");
-  if (f.has("maximize")) maximize_ = f.boolean("maximize");
-}
-
-void SGDOptions::validate() const {
-  EMBER_CHECK_T(ValueError, lr_ >= 0.0, "Invalid learning rate: ", lr_);
-  EMBER_CHECK_T(ValueError, momentum_ >= 0.0, "Invalid momentum value: ", momentum_);
-  EMBER_CHECK_T(ValueError, weight_decay_ >= 0.0, "Invalid weight_decay value: ", weight_decay_);
+void SGDOptions::check() const {
   EMBER_CHECK_T(ValueError, !nesterov_ || (momentum_ > 0.0 && dampening_ == 0.0),
                 "Nesterov momentum requires a momentum and zero dampening");
 }
 
-SGD::SGD(std::vector<ParamGroup> param_groups, const SGDOptions& defaults)
-    : Optimizer(std::move(param_groups), defaults.clone()) {}
-
 void SGD::check_param_state(const std::string& where, const Tensor& p, const ParamState& st,
                             const OptimizerOptions&) const {
-  for (const auto& [key, t] : st) {
-    EMBER_CHECK_T(ValueError, key == "momentum_buffer", "loaded state dict: SGD state of ", where,
-                  " has an unknown key \"", key, "\" (expected momentum_buffer)");
-    EMBER_CHECK_T(ValueError, t.sizes() == p.sizes() && t.dtype() == p.dtype() && t.device() == p.device(),
-                  "loaded state dict: \"momentum_buffer\" of ", where, " must be ", p.dtype(),
-                  " of the parameter's shape ", p.sizes(), ", got ", t.dtype(), " of shape ", t.sizes());
-  }
+  check_tensor_state(where, p, st, {}, {"momentum_buffer"});
 }
 
-Tensor SGD::step(const LossClosure& closure) {
-  Tensor loss = run_closure(closure);
-  NoGradGuard no_grad;
+void SGD::update() {
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const SGDOptions&>(group.options());
     const bool use_buf = o.momentum() != 0.0;
@@ -83,7 +52,6 @@ Tensor SGD::step(const LossClosure& closure) {
     a.maximize = o.maximize();
     native::sgd_update_(params, grads, bufs, init_bufs, a);
   }
-  return loss;
 }
 
 }  // namespace ember::optim

@@ -8,12 +8,12 @@
 #include "core/detail/checked_math.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
-#include "nn/detail/gather_rows.h"
+#include "autograd/functions/nn_layers.h"
 
 namespace ember::nn::utils::rnn {
 
-using nn::detail::gather_rows;
-using nn::detail::RowMap;
+using autograd::functions::gather_rows;
+using autograd::functions::RowMap;
 using ember::detail::checked_mul;
 using ember::detail::host_bytes;
 using ember::detail::translate_bad_alloc;

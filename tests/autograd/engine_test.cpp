@@ -27,6 +27,16 @@ Tensor leaf(std::initializer_list<double> v, IntList sizes = {}) {
   return t;
 }
 std::vector<float> vec(const Tensor& t) { return t.to_vector<float>(); }
+// Error::where() of the error f() throws (support::error_of gives its text): "file:line:function".
+std::string where_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.where();
+  }
+  ADD_FAILURE() << "expected an ember::Error, nothing was thrown";
+  return {};
+}
 }  // namespace
 
 TEST(Engine, SimpleChainRule) {
@@ -69,45 +79,28 @@ TEST(Engine, SecondBackwardWithoutRetainGraphFails) {
   y.backward(Tensor(), /*retain_graph=*/true);
   y.backward();  // allowed: graph retained
   EXPECT_EQ(vec(x.grad()), (std::vector<float>{4, 8}));
-  try {
-    y.backward();
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    // The node is named once, by the engine (once, not again by the check).
-    EXPECT_THAT(e.message(), ::testing::StartsWith("in backward of SumBackward1: trying to backward through the graph a "
-                                                   "second time"));
-    EXPECT_EQ(support::count_of(e.message(), "SumBackward1"), 1u) << e.message();
-    // The location is the node's check, kept through the engine's re-raise.
-    EXPECT_THAT(e.where(), ::testing::StartsWith("autograd/node.h:"));
-    EXPECT_THAT(e.where(), ::testing::EndsWith(":check_not_released"));
-  }
+  // The node is named once, by the engine (once, not again by the check).
+  const std::string text = support::error_of<Error>([&] { y.backward(); });
+  EXPECT_THAT(text, ::testing::StartsWith("in backward of SumBackward1: trying to backward through the graph a second time"));
+  EXPECT_EQ(support::count_of(text, "SumBackward1"), 1u) << text;
+  // The location is the node's check, kept through the engine's re-raise.
+  const std::string where = where_of([&] { y.backward(); });
+  EXPECT_THAT(where, ::testing::StartsWith("autograd/node.h:"));
+  EXPECT_THAT(where, ::testing::EndsWith(":check_not_released"));
 }
 
 TEST(Engine, NonScalarNeedsGradient) {
   Tensor x = leaf({1, 2});
   Tensor y = mul(x, 2.0);
-  EXPECT_THROW(
-      {
-        try {
-          y.backward();
-        } catch (const Error& e) {
-          EXPECT_THAT(e.what(), HasSubstr("grad can be implicitly created only for scalar outputs"));
-          throw;
-        }
-      },
-      Error);
+  EXPECT_THAT(support::error_of<Error>([&] { y.backward(); }),
+              HasSubstr("grad can be implicitly created only for scalar outputs"));
   y.backward(tensor({1, 10}));
   EXPECT_EQ(vec(x.grad()), (std::vector<float>{2, 20}));
 }
 
 TEST(Engine, BackwardOnTensorWithoutGradFails) {
   Tensor x = tensor({1, 2});
-  try {
-    sum(x).backward();
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("does not require grad"));
-  }
+  EXPECT_THAT(support::error_of<Error>([&] { sum(x).backward(); }), HasSubstr("does not require grad"));
 }
 
 TEST(Engine, GradDoesNotTouchDotGrad) {
@@ -173,25 +166,17 @@ TEST(Engine, InplaceModificationOfSavedTensorIsReported) {
   Tensor a = mul(x, 1.0);   // non-leaf
   Tensor y = sum(mul(a, a));  // saves a
   native::add_(a, 1.0);     // modify a saved tensor in place
-  try {
-    y.backward();
-    FAIL() << "expected the in-place error";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("one of the variables needed for gradient computation has been modified by an inplace operation"));
-    EXPECT_THAT(e.what(), HasSubstr("which is saved by MulBackward0"));
-    EXPECT_EQ(support::count_of(e.message(), "MulBackward0"), 1u) << e.message();
-    EXPECT_THAT(e.what(), HasSubstr("is at version 1; expected version 0"));
-  }
+  const std::string text = support::error_of<Error>([&] { y.backward(); });
+  EXPECT_THAT(text, HasSubstr("one of the variables needed for gradient computation has been modified by an inplace operation"));
+  EXPECT_THAT(text, HasSubstr("which is saved by MulBackward0"));
+  EXPECT_EQ(support::count_of(text, "MulBackward0"), 1u) << text;
+  EXPECT_THAT(text, HasSubstr("is at version 1; expected version 0"));
 }
 
 TEST(Engine, InplaceOnLeafRequiringGradIsAnError) {
   Tensor x = leaf({1, 2});
-  try {
-    add_(x, tensor({1, 1}));
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("a leaf Variable that requires grad is being used in an in-place operation"));
-  }
+  EXPECT_THAT(support::error_of<Error>([&] { add_(x, tensor({1, 1})); }),
+              HasSubstr("a leaf Variable that requires grad is being used in an in-place operation"));
   NoGradGuard g;  // allowed under no_grad, like optimizer updates
   add_(x, tensor({1, 1}));
   EXPECT_EQ(vec(x), (std::vector<float>{2, 3}));
@@ -262,12 +247,8 @@ TEST(Engine, ErrorInBackwardNamesTheNode) {
   Tensor x = leaf({1});
   Tensor y = mul(x, 2.0);
   y.register_hook([](const Tensor&) -> Tensor { throw ValueError("hook exploded"); });
-  try {
-    sum(y).backward();
-    FAIL();
-  } catch (const ValueError& e) {  // the hook's type survives the engine's re-raise
-    EXPECT_EQ(e.message(), "in backward of MulBackward1: hook exploded");
-  }
+  // The hook's type survives the engine's re-raise.
+  EXPECT_EQ(support::error_of<ValueError>([&] { sum(y).backward(); }), "in backward of MulBackward1: hook exploded");
   // The engine is still usable afterwards.
   sum(mul(x, 5.0)).backward();
   EXPECT_FLOAT_EQ(x.grad().item<float>(), 5.0f);
@@ -441,14 +422,10 @@ TEST(Engine, AnomalyModeNamesForwardOpOfNaN) {
   Tensor x = leaf({0.0, 1.0});
   Tensor y = sum(sqrt(x));  // d/dx sqrt at 0 -> inf; times 0 below gives nan
   Tensor z = mul(sqrt(x), 0.0);
-  try {
-    sum(z).backward();
-    FAIL() << "expected a NaN error";
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("returned nan values"));
-    EXPECT_THAT(e.what(), HasSubstr("SqrtBackward0"));
-    EXPECT_THAT(e.what(), HasSubstr("forward op SqrtBackward0"));
-  }
+  const std::string text = support::error_of<Error>([&] { sum(z).backward(); });
+  EXPECT_THAT(text, HasSubstr("returned nan values"));
+  EXPECT_THAT(text, HasSubstr("SqrtBackward0"));
+  EXPECT_THAT(text, HasSubstr("forward op SqrtBackward0"));
   (void)y;
 }
 
@@ -546,9 +523,6 @@ TEST(Engine, NonEmberExceptionsInABackwardFunctionComeOutAsErrorNamingTheNode) {
   // (std::terminate) instead of reaching backward()'s caller.
   error = backward_error([] { throw 42; });
   ASSERT_TRUE(error);
-  try {
-    std::rethrow_exception(error);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.message(), "in backward of ThrowingBackward: unknown exception");
-  }
+  EXPECT_EQ(support::error_of<Error>([&] { std::rethrow_exception(error); }),
+            "in backward of ThrowingBackward: unknown exception");
 }

@@ -18,6 +18,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/nn_native.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -142,13 +143,10 @@ TEST(AllocatorStreams, AFailureThatIsNotOutOfMemoryIsReportedAsWhatItIs) {
 TEST(AllocatorStreams, OutOfMemoryStatesTheDevicesFreeAndTotalMemory) {
   FakeBackend fake;
   const Device d = Device::cpu(59);
-  try {
+  const std::string what = support::error_of<OutOfMemoryError>([&] {
     DataPtr a = get_allocator(d)->allocate(size_t{1} << 61);  // beyond any device
-    FAIL() << "expected OutOfMemoryError";
-  } catch (const OutOfMemoryError& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("total capacity of 80.00 MiB of which 3.00 MiB is free"), std::string::npos) << what;
-  }
+  });
+  EXPECT_NE(what.find("total capacity of 80.00 MiB of which 3.00 MiB is free"), std::string::npos) << what;
 }
 
 TEST(AllocatorStreams, SystemAllocationRunsWithTheMutexReleased) {

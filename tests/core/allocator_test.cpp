@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "core/tensor.h"
+#include "tests/support/error_text.h"
 
 // The detection core/allocator.cpp uses for Note [Poisoning in sanitizer builds].
 #if defined(__SANITIZE_ADDRESS__)
@@ -187,13 +188,7 @@ TEST(Allocator, LimitThrowsOutOfMemoryThenRecovers) {  // cpu:15
   DataPtr small = alloc(15, 1 * kKiB);  // a 2 MiB small-pool segment: 2 MiB - 1 KiB reserved, unused
   DataPtr x = alloc(15, 1 * kMiB + 512 * kKiB);  // a 20 MiB segment does not fit; an exact one does
   EXPECT_EQ(memory_stats(d).reserved_bytes, 63 * kMiB + 512 * kKiB);
-  std::string msg;
-  try {
-    DataPtr y = alloc(15, 2 * kMiB);
-    FAIL() << "expected OutOfMemoryError";
-  } catch (const OutOfMemoryError& e) {
-    msg = e.what();
-  }
+  const std::string msg = support::error_of<OutOfMemoryError>([&] { DataPtr y = alloc(15, 2 * kMiB); });
   EXPECT_NE(msg.find("cpu:15 out of memory"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Tried to allocate 2.00 MiB"), std::string::npos) << msg;
   EXPECT_NE(msg.find("total capacity of 64.00 MiB (limit)"), std::string::npos) << msg;
@@ -271,13 +266,7 @@ TEST(Allocator, SystemFailureRetriesThenReportsCapacity) {  // cpu:17, cpu:27
   EXPECT_EQ(s.num_alloc_retries, 1);
   EXPECT_EQ(s.num_ooms, 0);
   EXPECT_EQ(s.reserved_bytes, 26 * kMiB);  // 25 MiB rounded to 2 MiB
-  std::string msg;
-  try {
-    a->allocate(25 * kMiB);
-    ADD_FAILURE() << "expected OutOfMemoryError";
-  } catch (const OutOfMemoryError& e) {
-    msg = e.what();
-  }
+  const std::string msg = support::error_of<OutOfMemoryError>([&] { a->allocate(25 * kMiB); });
   EXPECT_NE(msg.find("Tried to allocate 25.00 MiB"), std::string::npos) << msg;
   EXPECT_NE(msg.find("total capacity of 32.00 MiB of which 6.00 MiB"), std::string::npos) << msg;
   EXPECT_NE(msg.find("25.00 MiB is allocated by ember"), std::string::npos) << msg;
@@ -311,24 +300,16 @@ TEST(Allocator, EnvironmentLimitParsing) {  // cpu:7, cpu:8, cpu:18
 TEST(Allocator, EnvironmentLimitBadSyntaxIsValueError) {  // cpu:9, cpu:19
   for (const char* bad : {"cpu:9=64XB", "cpu:9 64MB", "gpu=1GB", "cpu:x=1MB", "cpu:9=MB", "cpu:99=1MB"}) {
     ScopedLimitEnv env(bad);
-    try {
-      memory_limit(Device::cpu(9));
-      ADD_FAILURE() << "no error for " << bad;
-    } catch (const ValueError& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("EMBER_MEMORY_LIMIT"), std::string::npos) << msg;
-      EXPECT_NE(msg.find(bad), std::string::npos) << msg;
-    }
+    SCOPED_TRACE(bad);
+    const std::string msg = support::error_of<ValueError>([&] { memory_limit(Device::cpu(9)); });
+    EXPECT_NE(msg.find("EMBER_MEMORY_LIMIT"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(bad), std::string::npos) << msg;
   }
   // A bad entry for another device is still reported, naming that entry.
   {
     ScopedLimitEnv env("cpu:9=1GB,cuda:0=12QB");
-    try {
-      memory_limit(Device::cpu(9));
-      ADD_FAILURE() << "no error";
-    } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find("cuda:0=12QB"), std::string::npos) << e.what();
-    }
+    const std::string what = support::error_of<ValueError>([&] { memory_limit(Device::cpu(9)); });
+    EXPECT_NE(what.find("cuda:0=12QB"), std::string::npos) << what;
   }
   // Nothing was created by the failures: with the variable unset the device works, unlimited.
   EXPECT_EQ(memory_limit(Device::cpu(9)), 0);
@@ -515,12 +496,8 @@ TEST(Allocator, BadDevicesThrow) {
   EXPECT_THROW(get_allocator(Device(DeviceType::CPU, kMaxDevicesPerType)), Error);
   EXPECT_THROW(get_allocator(Device(DeviceType::CPU, -1)), Error);
 #if !EMBER_HAVE_CUDA
-  try {
-    get_allocator(Device::cuda(0));
-    ADD_FAILURE() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("built without CUDA"), std::string::npos) << e.what();
-  }
+  const std::string what = support::error_of<Error>([&] { get_allocator(Device::cuda(0)); });
+  EXPECT_NE(what.find("built without CUDA"), std::string::npos) << what;
   EXPECT_THROW(memory_stats(Device::cuda(1)), Error);
 #endif
 }

@@ -15,6 +15,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/ops/random.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -71,12 +72,9 @@ TEST(Cuda, BackendIsRegisteredInACudaBuild) {
 
 TEST(Cuda, DeviceBeyondTheCountIsAClearError) {
   const int n = cuda_device_count();
-  try {
-    empty({4}, TensorOptions(kFloat32).device(Device::cuda(n)));
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("CUDA device(s) are visible"), std::string::npos) << e.what();
-  }
+  const std::string what =
+      support::error_of<Error>([&] { empty({4}, TensorOptions(kFloat32).device(Device::cuda(n))); });
+  EXPECT_NE(what.find("CUDA device(s) are visible"), std::string::npos) << what;
 }
 
 // ---- with a GPU: CUDA equals CPU ------------------------------------------------------------
@@ -274,12 +272,10 @@ TEST(Cuda, MemoryLimitRaisesOutOfMemoryThenRecovers) {
   const int64_t ooms = memory_stats(kGpu).num_ooms;
   {
     Tensor a = empty({16 * mb / 4}, TensorOptions(kFloat32).device(kGpu));  // 16 MiB
-    try {
+    const std::string what = support::error_of<OutOfMemoryError>([&] {
       Tensor b = empty({96 * mb / 4}, TensorOptions(kFloat32).device(kGpu));  // 96 MiB > limit
-      FAIL() << "expected OutOfMemoryError";
-    } catch (const OutOfMemoryError& e) {
-      EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
-    }
+    });
+    EXPECT_NE(what.find("cuda:0"), std::string::npos) << what;
     EXPECT_EQ(memory_stats(kGpu).num_ooms, ooms + 1);
   }
   Tensor c = empty({48 * mb / 4}, TensorOptions(kFloat32).device(kGpu));  // fits once `a` is gone

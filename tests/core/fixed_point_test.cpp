@@ -19,7 +19,9 @@
 #include "core/kernels/launch.h"
 #include "core/ops/factory.h"
 #include "core/ops/fixed_point.h"
+#include "core/ops/native.h"
 #include "core/thread_pool.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -174,6 +176,22 @@ TEST(FixedPointSum, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(native::fixed_point_max_abs(zeros({3}, TensorOptions(kInt64))), TypeError);
 }
 
+// The accumulator and the float tensor must share a device (the kernels take raw pointers of one
+// device); a mismatch is a DeviceError naming both, before anything is written.
+TEST(FixedPointSum, AccumulatorOnAnotherDeviceIsADeviceError) {
+  Tensor acc = zeros({3}, TensorOptions(kInt64).device(Device::cpu(1)));
+  const std::string what = support::error_of<DeviceError>([&] { native::fixed_point_accumulate_(acc, tensor({1.0f, 2.0f, 3.0f}), 0); });
+  EXPECT_NE(what.find("the accumulator is on cpu:1 and the float tensor on cpu:0"), std::string::npos) << what;
+  EXPECT_EQ(acc.to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
+  Tensor out = empty({3}, TensorOptions(kFloat32).device(Device::cpu(2)));
+  EXPECT_THROW(native::fixed_point_to_float_(out, acc, 0, 1.0), DeviceError);
+  // On one logical device other than cpu:0 the CPU kernel runs.
+  Tensor x = native::to(tensor({1.5f, -2.5f, 3.0f}), Device::cpu(1));
+  native::fixed_point_accumulate_(acc, x, 1);
+  EXPECT_EQ(acc.to_vector<int64_t>(), (std::vector<int64_t>{3, -5, 6}));
+  EXPECT_EQ(native::fixed_point_max_abs(x), 3.0);
+}
+
 TEST(FixedPointSum, RoundHalfEvenIsNearbyint) {
   std::vector<double> xs = {0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 3.4999999999999996, 1e-300, -1e-310,
                             4503599627370495.5, 4503599627370496.0, 4503599627370497.0, 2251799813685247.5,
@@ -259,14 +277,8 @@ TEST(DeterministicAlgorithms, SwitchAndAlert) {
     DeterministicAlgorithmsGuard on(true);
     EXPECT_TRUE(are_deterministic_algorithms_enabled());
     EXPECT_FALSE(is_deterministic_algorithms_warn_only_enabled());
-    try {
-      alert_not_deterministic("index_add_ (CUDA)");
-      FAIL() << "expected NotImplementedError";
-    } catch (const NotImplementedError& err) {
-      EXPECT_NE(std::string(err.what()).find("index_add_ (CUDA) does not have a deterministic implementation"),
-                std::string::npos)
-          << err.what();
-    }
+    const std::string what = support::error_of<NotImplementedError>([] { alert_not_deterministic("index_add_ (CUDA)"); });
+    EXPECT_NE(what.find("index_add_ (CUDA) does not have a deterministic implementation"), std::string::npos) << what;
     DeterministicAlgorithmsGuard warn(true, true);
     EXPECT_TRUE(is_deterministic_algorithms_warn_only_enabled());
     EXPECT_NO_THROW(alert_not_deterministic("index_add_ (CUDA)"));

@@ -155,11 +155,7 @@ void check_adam(DType dt) {
                         {0.0, false, true, true}, {0.05, false, true, false}};
   const std::vector<double> steps = {1, 3, 2, 10};  // per tensor: bias corrections differ
   for (const Case& c : cases) {
-    kernels::AdamArgs a;
-    a.lr = 0.01;
-    a.weight_decay = c.weight_decay;
-    a.decoupled = c.decoupled;
-    a.maximize = c.maximize;
+    const kernels::AdamArgs a{.lr = 0.01, .weight_decay = c.weight_decay, .maximize = c.maximize, .decoupled = c.decoupled};
     const std::vector<Tensor> p0 = random_tensors(dt), g = random_tensors(dt), m0 = random_tensors(dt, 0.1);
     const std::vector<Tensor> v0 = random_tensors(dt, 0.0, 0.5), vmax0 = random_tensors(dt, 0.0, 0.7);
     std::vector<Tensor> pw = clones(p0), mw = clones(m0), vw = clones(v0), vmaxw = clones(vmax0);
@@ -201,13 +197,12 @@ void check_sgd(DType dt) {
                         {0.5, 0.0, 0.1, false, false}};
   const std::vector<bool> init = {true, false, true, false};  // first step for some buffers only
   for (const Case& c : cases) {
-    kernels::SgdArgs a;
-    a.lr = 0.1;
-    a.momentum = c.momentum;
-    a.dampening = c.dampening;
-    a.weight_decay = c.weight_decay;
-    a.nesterov = c.nesterov;
-    a.maximize = c.maximize;
+    const kernels::SgdArgs a{.lr = 0.1,
+                             .momentum = c.momentum,
+                             .dampening = c.dampening,
+                             .weight_decay = c.weight_decay,
+                             .nesterov = c.nesterov,
+                             .maximize = c.maximize};
     const bool has_buf = c.momentum != 0.0;
     const std::vector<Tensor> p0 = random_tensors(dt), g = random_tensors(dt), b0 = random_tensors(dt, 0.3);
     std::vector<Tensor> pw = clones(p0), bw = clones(b0);

@@ -122,6 +122,17 @@ Tensor sample(const IntList& sizes, DType dtype) {
   return native::to(native::mul(rand(sizes), 100.0), dtype);
 }
 
+// GatherF over `geometry` into a fresh tensor of want's shape, on an emulated grid, against want.
+template <typename T>
+void expect_gather(const kernels::IndexGeometry& geometry, const Tensor& index, const Tensor& src, const Tensor& want,
+                   const Grid& grid, const char* what) {
+  Tensor out = empty(want.sizes(), TensorOptions(want.dtype()));
+  kernels::GatherF<T> f{geometry, index.data_ptr<int64_t>(), static_cast<const T*>(src.raw_data()),
+                        static_cast<T*>(out.raw_data())};
+  run_emulated(f, out.numel(), grid);
+  expect_same<T>(out, want, what);
+}
+
 template <typename T>
 void check_index_functors(DType dtype) {
   manual_seed(3);
@@ -130,23 +141,15 @@ void check_index_functors(DType dtype) {
     {
       Tensor src = native::transpose(sample<T>({7, 6, 5}, dtype), 0, 2);  // [5, 6, 7]
       Tensor index = index_of({0, -1, 3, 3, 5, -6});
-      Tensor want = native::index_select(src, 1, index);
-      Tensor out = empty(want.sizes(), TensorOptions(dtype));
-      kernels::GatherF<T> f{native::detail::index_select_geometry(src, 1, index.numel()), index.data_ptr<int64_t>(),
-                            static_cast<const T*>(src.raw_data()), static_cast<T*>(out.raw_data())};
-      run_emulated(f, out.numel(), grid);
-      expect_same<T>(out, want, "index_select");
+      expect_gather<T>(native::detail::index_select_geometry(src, 1, index.numel()), index, src,
+                       native::index_select(src, 1, index), grid, "index_select");
     }
     // gather along the last dim of a transposed input.
     {
       Tensor a = native::transpose(sample<T>({5, 4}, dtype), 0, 1);  // [4, 5]
       Tensor index = from_vector(std::vector<int64_t>{0, 4, -1, 2, 1, -5, 3, 3, 0, 1, 2, 4}, {4, 3});
-      Tensor want = native::gather(a, 1, index);
-      Tensor out = empty(index.sizes(), TensorOptions(dtype));
-      kernels::GatherF<T> f{native::detail::gather_geometry(a, 1, index.sizes()), index.data_ptr<int64_t>(),
-                            static_cast<const T*>(a.raw_data()), static_cast<T*>(out.raw_data())};
-      run_emulated(f, out.numel(), grid);
-      expect_same<T>(out, want, "gather");
+      expect_gather<T>(native::detail::gather_geometry(a, 1, index.sizes()), index, a, native::gather(a, 1, index), grid,
+                       "gather");
     }
     // scatter_add_ with collisions, from a non-contiguous source.
     {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/ops/detail/peer_copy.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -116,12 +117,9 @@ TEST(PeerCopy, ZeroBytesIssueNothing) {
 TEST(PeerCopy, AFailedCopyIsReportedAndLeaksNoEvent) {
   FakeOps ops;
   ops.fail_at = "copy";
-  try {
-    copy_between_devices(ops, FakeOps::kDst, kDstEnd, FakeOps::kSrc, kSrcEnd, 64, false);
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fake copy failed"), std::string::npos) << e.what();
-  }
+  const std::string what = support::error_of<Error>(
+      [&] { copy_between_devices(ops, FakeOps::kDst, kDstEnd, FakeOps::kSrc, kSrcEnd, 64, false); });
+  EXPECT_NE(what.find("fake copy failed"), std::string::npos) << what;
   EXPECT_TRUE(ops.live_events.empty());
   EXPECT_EQ(ops.calls.back(), "destroy e1");
 }

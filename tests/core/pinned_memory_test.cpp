@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/pinned_memory.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fake_pinned_backend.h"
 
 namespace ember {
@@ -86,14 +87,9 @@ TEST(PinnedMemory, FailedSystemAllocationEmptiesTheCacheThenRaisesOutOfMemory) {
   DataPtr q = a.allocate(2048);      // needs the cached 4096 block returned to the system first
   EXPECT_NE(q.get(), nullptr);
   EXPECT_EQ(Fake::frees, 1);
-  try {
-    DataPtr r = a.allocate(4096);
-    FAIL() << "no OutOfMemoryError";
-  } catch (const OutOfMemoryError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("pinned host memory"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("4096"), std::string::npos) << msg;
-  }
+  const std::string msg = support::error_of<OutOfMemoryError>([&] { DataPtr r = a.allocate(4096); });
+  EXPECT_NE(msg.find("pinned host memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4096"), std::string::npos) << msg;
 }
 
 // Regression: a request above 2^63 bytes doubled the block size until it wrapped to 0 and
@@ -102,24 +98,17 @@ TEST(PinnedMemory, ARequestNoBlockSizeCanHoldIsOutOfMemoryNotAHang) {
   Fake::reset();
   PinnedAllocator a(Fake::backend());
   for (size_t n : {std::numeric_limits<size_t>::max(), (size_t{1} << 63) + 1}) {
-    try {
-      DataPtr p = a.allocate(n);
-      ADD_FAILURE() << "allocate(" << n << ") returned";
-    } catch (const OutOfMemoryError& e) {
-      EXPECT_NE(std::string(e.what()).find(std::to_string(n)), std::string::npos) << e.what();
-    }
+    SCOPED_TRACE(n);
+    const std::string what = support::error_of<OutOfMemoryError>([&] { DataPtr p = a.allocate(n); });
+    EXPECT_NE(what.find(std::to_string(n)), std::string::npos) << what;
   }
   EXPECT_EQ(Fake::allocs, 0) << "nothing reached the system";
 }
 
 TEST(PinnedMemory, ProcessAllocatorNeedsACudaDevice) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is visible: pinned_allocator() works here";
-  try {
-    pinned_allocator();
-    FAIL() << "pinned_allocator() without a CUDA device did not throw";
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("needs a CUDA device"), std::string::npos) << e.what();
-  }
+  const std::string what = support::error_of<DeviceError>([&] { pinned_allocator(); });
+  EXPECT_NE(what.find("needs a CUDA device"), std::string::npos) << what;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
 #include "core/pinned_memory.h"
+#include "tests/support/error_text.h"
 #include "tests/support/fake_pinned_backend.h"
 
 namespace ember {
@@ -169,27 +170,17 @@ TEST(PinnedTensor, PinningANonCpuTensorIsAValueError) {
   static float cell[4];
   const Tensor on_gpu = make_tensor(Storage::from_external(cell, sizeof(cell), Device::cuda(0), nullptr), {4}, {1},
                                     0, kFloat32);
-  try {
-    native::pin_memory(on_gpu);
-    FAIL() << "pin_memory of a cuda:0 tensor did not throw";
-  } catch (const ValueError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("pin_memory"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
-  }
+  const std::string msg = support::error_of<ValueError>([&] { native::pin_memory(on_gpu); });
+  EXPECT_NE(msg.find("pin_memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;
   EXPECT_EQ(Fake::allocs, 0);
 }
 
 TEST(PinnedTensor, WithoutACudaDeviceIsADeviceErrorNamingIt) {
   if (pinned_memory_available()) GTEST_SKIP() << "a CUDA device is visible: pin_memory works here";
-  try {
-    native::pin_memory(grid());
-    FAIL() << "pin_memory without a CUDA device did not throw";
-  } catch (const DeviceError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("pin_memory"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("needs a CUDA device"), std::string::npos) << msg;
-  }
+  const std::string msg = support::error_of<DeviceError>([&] { native::pin_memory(grid()); });
+  EXPECT_NE(msg.find("pin_memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("needs a CUDA device"), std::string::npos) << msg;
 }
 
 }  // namespace

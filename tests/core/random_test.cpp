@@ -48,11 +48,24 @@ Moments moments(const std::vector<T>& v) {
   return m;
 }
 
+// Element i of a contiguous bfloat16 or float16 tensor, as float.
+float sixteen_bit_value(const Tensor& t, int64_t i) {
+  const uint16_t bits = static_cast<const uint16_t*>(t.raw_data())[i];
+  if (t.dtype() == kBFloat16) {
+    BFloat16 b;
+    b.bits = bits;
+    return b;
+  }
+  Half h;
+  h.bits = bits;
+  return h;
+}
+
+// Restores the thread count, which some tests change.
 class Random : public ::testing::Test {
  protected:
-  void SetUp() override { saved_threads_ = get_num_threads(); }
-  void TearDown() override { set_num_threads(saved_threads_); }
-  int saved_threads_ = 1;
+  ~Random() override { set_num_threads(saved_threads_); }
+  const int saved_threads_ = get_num_threads();
 };
 
 TEST_F(Random, SameSeedSameNumbersDifferentSeedsDiffer) {
@@ -155,19 +168,9 @@ TEST_F(Random, SixteenBitRandStaysBelowOne) {
   Generator g(3);
   for (DType dt : {kBFloat16, kFloat16}) {
     Tensor t = rand({20000}, dt, &g);
-    const uint16_t* raw = static_cast<const uint16_t*>(t.raw_data());
     double sum = 0, mx = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
-      float f;
-      if (dt == kBFloat16) {
-        BFloat16 b;
-        b.bits = raw[i];
-        f = b;
-      } else {
-        Half h;
-        h.bits = raw[i];
-        f = h;
-      }
+      const float f = sixteen_bit_value(t, i);
       ASSERT_GE(f, 0.0f);
       ASSERT_LT(f, 1.0f);
       sum += f;
@@ -186,18 +189,8 @@ TEST_F(Random, SixteenBitUniformStaysHalfOpen) {
     for (auto [from, to] : {std::pair{1.0, 2.0}, std::pair{-1.0, 0.0}}) {
       Tensor t = empty({20000}, dt);
       uniform_(t, from, to, &g);
-      const uint16_t* raw = static_cast<const uint16_t*>(t.raw_data());
       for (int64_t i = 0; i < t.numel(); ++i) {
-        float f;
-        if (dt == kBFloat16) {
-          BFloat16 b;
-          b.bits = raw[i];
-          f = b;
-        } else {
-          Half h;
-          h.bits = raw[i];
-          f = h;
-        }
+        const float f = sixteen_bit_value(t, i);
         ASSERT_GE(f, from) << dt;
         ASSERT_LT(f, to) << dt;
       }

@@ -26,6 +26,7 @@
 
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -283,13 +284,9 @@ TEST(Safetensors, SaveRejectsBadArgumentsWithoutCreatingAFile) {
   Tensor x = make_raw({1}, kFloat32, bytes_of_values<float>({1}));
   auto expect_value_error = [&](const std::vector<std::pair<std::string, Tensor>>& ts,
                                 const std::map<std::string, std::string>& meta, const std::string& word) {
-    try {
-      save_safetensors(path, ts, meta);
-      ADD_FAILURE() << "expected ValueError mentioning '" << word << "'";
-    } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    }
+    const std::string what = support::error_of<ValueError>([&] { save_safetensors(path, ts, meta); });
+    EXPECT_NE(what.find(word), std::string::npos) << what;
+    EXPECT_NE(what.find(path), std::string::npos) << what;
     EXPECT_TRUE(dir.list().empty());
   };
   expect_value_error({{"a", x}, {"a", x}}, {}, "duplicate");
@@ -305,13 +302,10 @@ TEST(Safetensors, SaveRejectsBadArgumentsWithoutCreatingAFile) {
 TEST(Safetensors, SaveIntoMissingDirectoryThrowsWithPathAndErrno) {
   TempDir dir;
   std::string path = dir.file("no/such/dir/x.safetensors");
-  try {
-    save_safetensors(path, {{"a", make_raw({1}, kInt64, bytes_of_values<int64_t>({1}))}});
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
-  }
+  const std::string what = support::error_of<Error>(
+      [&] { save_safetensors(path, {{"a", make_raw({1}, kInt64, bytes_of_values<int64_t>({1}))}}); });
+  EXPECT_NE(what.find(path), std::string::npos) << what;
+  EXPECT_NE(what.find("No such file or directory"), std::string::npos) << what;
   EXPECT_TRUE(dir.list().empty());
 }
 
@@ -464,31 +458,19 @@ TEST(Safetensors, ReadersNeverSeeAPartialFileWhileAWriterReplacesIt) {
 TEST(Safetensors, MissingFileNamesPathAndErrno) {
   TempDir dir;
   std::string path = dir.file("missing.safetensors");
-  try {
-    load_safetensors(path);
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
-  }
-  try {
-    load_safetensors(dir.path());
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
-  }
+  const std::string what = support::error_of<Error>([&] { load_safetensors(path); });
+  EXPECT_NE(what.find(path), std::string::npos) << what;
+  EXPECT_NE(what.find("No such file or directory"), std::string::npos) << what;
+  const std::string dir_what = support::error_of<Error>([&] { load_safetensors(dir.path()); });
+  EXPECT_NE(dir_what.find("not a regular file"), std::string::npos) << dir_what;
 }
 
 TEST(Safetensors, FifoIsRejectedWithoutBlocking) {
   TempDir dir;
   std::string path = dir.file("fifo");
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
-  try {
-    load_safetensors(path);
-    FAIL() << "expected Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
-  }
+  const std::string what = support::error_of<Error>([&] { load_safetensors(path); });
+  EXPECT_NE(what.find("not a regular file"), std::string::npos) << what;
 }
 
 TEST(SafetensorsCuda, SaveFromAndLoadOntoCuda) {
@@ -611,14 +593,9 @@ TEST_P(SafetensorsCorrupt, RejectedWithClearError) {
   TempDir dir;
   std::string path = dir.file(std::string(c.name) + ".safetensors");
   write_file(path, c.bytes);
-  try {
-    load_safetensors(path);
-    FAIL() << c.name << ": loaded without error";
-  } catch (const ValueError& e) {
-    std::string what = e.what();
-    EXPECT_NE(what.find(c.expected), std::string::npos) << "message lacks '" << c.expected << "': " << what;
-    EXPECT_NE(what.find(path), std::string::npos) << "message lacks the path: " << what;
-  }
+  const std::string what = support::error_of<ValueError>([&] { load_safetensors(path); });
+  EXPECT_NE(what.find(c.expected), std::string::npos) << "message lacks '" << c.expected << "': " << what;
+  EXPECT_NE(what.find(path), std::string::npos) << "message lacks the path: " << what;
   // The header-only reader agrees (it stops before data, so the bool check is load-only).
   if (std::string(c.name) != "BoolByteNotZeroOrOne") {
     EXPECT_THROW(read_safetensors_header(path), ValueError);
@@ -634,15 +611,10 @@ TEST(Safetensors, ErrorsNameTheTensor) {
   TempDir dir;
   std::string path = dir.file("t.safetensors");
   write_file(path, st_file("{" + f32_entry("layer.weight", "[3]", "[0,8]") + "}", std::string(8, '\0')));
-  try {
-    load_safetensors(path);
-    FAIL();
-  } catch (const ValueError& e) {
-    std::string what = e.what();
-    EXPECT_NE(what.find("tensor 'layer.weight'"), std::string::npos) << what;
-    EXPECT_NE(what.find("8 bytes"), std::string::npos) << what;   // found
-    EXPECT_NE(what.find("12 bytes"), std::string::npos) << what;  // expected
-  }
+  const std::string what = support::error_of<ValueError>([&] { load_safetensors(path); });
+  EXPECT_NE(what.find("tensor 'layer.weight'"), std::string::npos) << what;
+  EXPECT_NE(what.find("8 bytes"), std::string::npos) << what;   // found
+  EXPECT_NE(what.find("12 bytes"), std::string::npos) << what;  // expected
 }
 
 TEST(Safetensors, AcceptsNullMetadataAndLeadingWhitespace) {

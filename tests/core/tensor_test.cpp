@@ -22,6 +22,7 @@
 namespace ember {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ref::Array;
@@ -65,8 +66,7 @@ TEST(Factory, ZeroElementAndZeroDimShapes) {
 
 TEST(Factory, NegativeSizeThrowsValueErrorNamingTheSize) {
   std::string msg = error_of<ValueError>([] { empty({2, -1}); });
-  EXPECT_THAT(msg, HasSubstr("empty"));
-  EXPECT_THAT(msg, HasSubstr("-1"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("empty"), HasSubstr("-1")));
   EXPECT_THROW(zeros({-3}), ValueError);
   EXPECT_THROW(full({-3}, 1.0), ValueError);
 }
@@ -85,8 +85,7 @@ TEST(Factory, ArangeIntegerFloatAndNegativeStep) {
 TEST(Factory, ArangeBadStepThrowsValueError) {
   EXPECT_THAT(error_of<ValueError>([] { arange(0, 5, 0); }), HasSubstr("arange"));
   std::string msg = error_of<ValueError>([] { arange(5, 0, 1); });
-  EXPECT_THAT(msg, HasSubstr("arange"));
-  EXPECT_THAT(msg, HasSubstr("step=1"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("arange"), HasSubstr("step=1")));
 }
 
 TEST(Factory, EyeIsIdentity) {
@@ -112,9 +111,7 @@ TEST(Factory, FromVectorAndTensorList) {
 
 TEST(Factory, FromVectorShapeMismatchThrowsValueError) {
   std::string msg = error_of<ValueError>([] { from_vector<float>({1, 2, 3}, {2, 2}); });
-  EXPECT_THAT(msg, HasSubstr("from_vector"));
-  EXPECT_THAT(msg, HasSubstr("[2, 2]"));
-  EXPECT_THAT(msg, HasSubstr("got 3"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("from_vector"), HasSubstr("[2, 2]"), HasSubstr("got 3")));
 }
 
 TEST(Factory, FromBlobSharesMemoryAndRunsDeleterOnce) {
@@ -168,9 +165,7 @@ TEST(Tensor, SizeAndStrideAcceptNegativeDims) {
 TEST(Tensor, SizeOutOfRangeThrowsIndexErrorNamingTheDim) {
   Tensor t = zeros({2, 3});
   std::string msg = error_of<IndexError>([&] { t.size(2); });
-  EXPECT_THAT(msg, HasSubstr("size"));
-  EXPECT_THAT(msg, HasSubstr("[-2, 1]"));
-  EXPECT_THAT(msg, HasSubstr("got 2"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("size"), HasSubstr("[-2, 1]"), HasSubstr("got 2")));
   EXPECT_THROW(t.size(-3), IndexError);
   EXPECT_THROW(t.stride(5), IndexError);
   EXPECT_THAT(error_of<IndexError>([] { scalar_tensor(1).size(0); }), HasSubstr("0-dim"));
@@ -180,8 +175,7 @@ TEST(Tensor, DataPtrOfWrongTypeThrowsTypeError) {
   Tensor t = zeros({2}, kInt64);
   EXPECT_NE(t.data_ptr<int64_t>(), nullptr);
   std::string msg = error_of<TypeError>([&] { t.data_ptr<float>(); });
-  EXPECT_THAT(msg, HasSubstr("int64"));
-  EXPECT_THAT(msg, HasSubstr("float32"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("int64"), HasSubstr("float32")));
 }
 
 TEST(Tensor, UndefinedTensorThrowsError) {
@@ -216,8 +210,7 @@ TEST(Tensor, ItemOfScalarAndOfOneElementTensors) {
 
 TEST(Tensor, ItemOfManyElementsThrowsValueErrorWithCount) {
   std::string msg = error_of<ValueError>([] { zeros({2, 3}).item(); });
-  EXPECT_THAT(msg, HasSubstr("item"));
-  EXPECT_THAT(msg, HasSubstr("6 elements"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("item"), HasSubstr("6 elements")));
   EXPECT_THROW(zeros({0}).item(), ValueError);
 }
 
@@ -444,12 +437,10 @@ TEST(Tensor, CopyShapeMismatchThrowsAndLeavesDestinationUnchanged) {
   Tensor dst = full({2, 3}, 1.0);
   const uint32_t v0 = dst.version();
   std::string msg = error_of<Error>([&] { native::copy_(dst, zeros({3, 2})); });
-  EXPECT_THAT(msg, HasSubstr("copy_"));
-  EXPECT_THAT(msg, HasSubstr("[3, 2]"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("copy_"), HasSubstr("[3, 2]")));
   // broadcasting that would grow the destination is also refused
   msg = error_of<Error>([&] { native::copy_(dst, zeros({4, 2, 3})); });
-  EXPECT_THAT(msg, HasSubstr("copy_"));
-  EXPECT_THAT(msg, HasSubstr("[4, 2, 3]"));
+  EXPECT_THAT(msg, AllOf(HasSubstr("copy_"), HasSubstr("[4, 2, 3]")));
   EXPECT_EQ(dst.version(), v0);
   EXPECT_TRUE(ref::matches(dst, Array::filled({2, 3}, 1.0), kFloat32));
 }
@@ -495,11 +486,11 @@ TEST(Tensor, FailedInPlaceOpDoesNotBumpTheVersion) {
 TEST(Print, StrShowsValuesInPyTorchStyle) {
   Tensor a = from_vector<float>({1, 2.5f, -3, 4}, {2, 2});
   std::string s = a.str();
-  EXPECT_THAT(s, HasSubstr("tensor("));
-  EXPECT_THAT(s, HasSubstr("1.0000"));
-  EXPECT_THAT(s, HasSubstr("2.5000"));
-  EXPECT_THAT(s, HasSubstr("-3.0000"));
-  EXPECT_THAT(s, HasSubstr("4.0000"));
+  EXPECT_THAT(s, AllOf(HasSubstr("tensor("),
+                        HasSubstr("1.0000"),
+                        HasSubstr("2.5000"),
+                        HasSubstr("-3.0000"),
+                        HasSubstr("4.0000")));
   EXPECT_EQ(s, "tensor([[1.0000, 2.5000],\n        [-3.0000, 4.0000]])");
   EXPECT_THAT(s, Not(HasSubstr("dtype")));  // float32 is the default, not printed
   std::ostringstream os;
@@ -514,8 +505,7 @@ TEST(Print, StrNamesNonDefaultDtypeAndDevice) {
   std::string i = from_vector<int64_t>({1, -2, 30}).str();
   EXPECT_EQ(i, "tensor([1, -2, 30])");
   std::string d = native::to(from_vector<float>({1}, {1}), Device("cpu:1")).str();
-  EXPECT_THAT(d, HasSubstr("device='cpu:1'"));
-  EXPECT_THAT(d, HasSubstr("1.0000"));
+  EXPECT_THAT(d, AllOf(HasSubstr("device='cpu:1'"), HasSubstr("1.0000")));
   EXPECT_THAT(native::to(from_vector<float>({1.5f, 2}), kBFloat16).str(), HasSubstr("1.5000"));
 }
 
@@ -529,9 +519,7 @@ TEST(Print, StrOfScalarEmptyAndNonContiguousTensors) {
 TEST(Print, LongDimensionsAreSummarizedKeepingTheEdges) {
   Tensor a = arange(100);
   std::string s = a.str();
-  EXPECT_THAT(s, HasSubstr("0, 1, 2"));
-  EXPECT_THAT(s, HasSubstr("..."));
-  EXPECT_THAT(s, HasSubstr("97, 98, 99"));
+  EXPECT_THAT(s, AllOf(HasSubstr("0, 1, 2"), HasSubstr("..."), HasSubstr("97, 98, 99")));
   EXPECT_THAT(s, Not(HasSubstr(" 50,")));
 }
 

@@ -4,8 +4,9 @@
 // DataLoader workers and 1 or 2 intra-op threads; DataParallel over 2, 3 and 4 CPU devices (one
 // device is the one-process run); DistributedDataParallel over 1, 2, 3 and 4
 // ranks under ember-run (tcp) and 2 and 3 under mpirun (mpi); 3 ranks with
-// ZeroRedundancyOptimizer; and a job stopped at step 7 on 3 ranks and resumed on 2. Without
-// --deterministic the one-process and two-rank hashes differ, which is what the mode fixes.
+// ZeroRedundancyOptimizer; and a job stopped at step 7 on 3 ranks and resumed on 2; with --augment
+// too. Without --deterministic the one-process and two-rank hashes differ, which is what the mode
+// fixes.
 // 384 training words (--limit 64) in global batches of 48 over 8 shards of 6: 8 steps an epoch.
 #include <gtest/gtest.h>
 
@@ -92,10 +93,42 @@ TEST_F(RnnDpDeterministic, WithoutTheModeTheHashDependsOnTheWorldSize) {
   EXPECT_NE(one, two) << "the default mode gave the same bits on 1 and 2 ranks: the test above proves nothing";
 }
 
+// --augment draws each word's byte drop from a stream of (seed, epoch, the word's index), so the
+// augmented run too has one hash for one process with 0 or 2 workers, DataParallel and 3 ranks;
+// and the augmentation changes the result (else the equalities would say nothing of it).
+TEST_F(RnnDpDeterministic, AugmentationDrawsPerSampleStreams) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const std::string aug = kDet + " --augment 0.5 --threads 1";
+  const std::string ref = single("aug_one", aug + " --workers 0");
+  ASSERT_EQ(ref.size(), 64u);
+  EXPECT_NE(ref, single("plain_one", kDet + " --threads 1 --workers 0")) << "--augment 0.5 changed nothing";
+  EXPECT_EQ(single("aug_one_workers2", aug + " --workers 2"), ref) << "2 DataLoader workers";
+  EXPECT_EQ(devices(3, aug + " --workers 0"), ref) << "DataParallel over 3 devices";
+  EXPECT_EQ(ranks(3, "aug_tcp3", aug + " --workers 2"), ref) << "3 ranks (tcp), 2 workers each";
+}
+
+// Mixed precision in the mode: autocast's bf16 / fp16 kernels are thread-count invariant like
+// the float32 ones, and --amp fp16's GradScaler scales each shard's loss by a power of two and
+// unscales the exact mean, so one hash per precision over one process, DataParallel and ranks;
+// each precision changes the result.
+TEST_F(RnnDpDeterministic, MixedPrecisionHasOneHashPerPrecision) {
+  SKIP_WITHOUT_WORD_LISTS();
+  const std::string plain = single("amp_none", kDet + " --threads 1 --workers 0");
+  for (const std::string amp : {"bf16", "fp16"}) {
+    const std::string args = kDet + " --amp " + amp;
+    const std::string ref = single("amp_" + amp, args + " --threads 1 --workers 0");
+    ASSERT_EQ(ref.size(), 64u);
+    EXPECT_NE(ref, plain) << "--amp " << amp << " changed nothing";
+    EXPECT_EQ(single("amp_" + amp + "_threads2", args + " --threads 2 --workers 2"), ref) << amp << ", 2 threads";
+    EXPECT_EQ(devices(3, args + " --threads 1 --workers 0"), ref) << amp << ", DataParallel over 3 devices";
+    EXPECT_EQ(ranks(3, "amp_" + amp + "_tcp3", args + " --threads 1 --workers 0"), ref) << amp << ", 3 ranks (tcp)";
+  }
+}
+
 TEST_F(RnnDpDeterministic, BadOptionsAreRefused) {
   rnn_dp_test::expect_refused(RNN_DP_BINARY, {
       {"--deterministic --batch-size 50 --shards 8", "must be a multiple of --shards 8"},
-      {"--deterministic --augment 0.1", "--augment (per-worker streams)"},
+      {"--ddp --deterministic --uneven", "--deterministic: --uneven (per-rank batches"},
       {"--dropout 1", "--dropout: expected a probability in [0, 1), got 1"}});
 }
 

@@ -6,7 +6,7 @@
 //   - the device-neutral layers with dropout 0.3 between the layers (cuDNN off): the masks come
 //     from the same Philox stream on both devices, so they are equal;
 //   - the cuDNN RNN with dropout 0 (cuDNN draws its own masks: Note [cuDNN RNN] in
-//     core/ops/cudnn_rnn.cpp, so with dropout its results cannot equal the CPU's).
+//     core/kernels/cuda/cudnn_rnn.cpp, so with dropout its results cannot equal the CPU's).
 // Skips without a GPU (and the second without cuDNN).
 #include <gtest/gtest.h>
 
@@ -20,6 +20,7 @@
 #include "core/ops/nn_native.h"
 #include "core/ops/random.h"
 #include "nn/optim/adam.h"
+#include "tests/nn/cudnn_test_util.h"
 #include "tests/support/cuda.h"
 #include "tests/support/faq_model.h"
 
@@ -29,18 +30,10 @@ namespace {
 constexpr int64_t kVocab = 40, kEmbed = 16, kHidden = 32, kBatch = 6, kSteps = 9;
 constexpr double kLr = 1e-2;
 
+using test_support::CudnnSwitch;
 using test_support::FaqModel;
 using test_support::kGpu;
 
-// Restores cuDNN's on/off switch at scope exit.
-class CudnnSwitch {
- public:
-  explicit CudnnSwitch(bool on) : prev_(native::cudnn_enabled()) { native::set_cudnn_enabled(on); }
-  ~CudnnSwitch() { native::set_cudnn_enabled(prev_); }
-
- private:
-  bool prev_;
-};
 
 std::vector<double> host(const Tensor& t) { return native::to(t, Device::cpu()).to_vector<double>(); }
 
@@ -122,11 +115,8 @@ TEST(CudaModel, FaqModelWithDropoutMatchesCpuOnTheFallbackLayers) {
 }
 
 TEST(CudaModel, FaqModelThroughCudnnMatchesCpuWithoutDropout) {
-  EMBER_REQUIRE_CUDA();
   CudnnSwitch on(true);
-  if (!native::cudnn_rnn_usable(native::CudnnRnnConfig{}, zeros({1, 1}, TensorOptions().device(kGpu)))) {
-    GTEST_SKIP() << "ember was built without cuDNN: the cuDNN RNN is not available";
-  }
+  EMBER_REQUIRE_CUDNN();
   uint64_t cudnn_runs = 0;
   compare_one_step(/*dropout=*/0.0, &cudnn_runs);
   EXPECT_EQ(cudnn_runs, 1u) << "the LSTM's two layers should run as one cuDNN call";

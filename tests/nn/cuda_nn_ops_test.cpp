@@ -6,6 +6,7 @@
 // float32 and float64, values and gradients, and the typed errors on the GPU. The CPU
 // grid-emulation tests (tests/core/launch_grid_nn_test.cpp) cover the kernel bodies everywhere;
 // these prove the launches on a GPU and skip without one.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
 #include "tests/support/cuda.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -79,14 +81,10 @@ TEST(CudaNnOps, EmbeddingIndexOutOfRangeIsAnIndexErrorNamingTheOp) {
   EMBER_REQUIRE_CUDA();
   Tensor w = to(randn({5, 3}), kGpu);
   for (int64_t bad : {5, -1}) {
-    try {
-      nn::functional::embedding(to(from_vector<int64_t>({0, bad, 2}), kGpu), w);
-      ADD_FAILURE() << "expected IndexError for index " << bad;
-    } catch (const IndexError& e) {
-      EXPECT_NE(std::string(e.what()).find("embedding: index out of range in self (index " + std::to_string(bad)),
-                std::string::npos)
-          << e.what();
-    }
+    EXPECT_THAT(support::error_of<IndexError>(
+                    [&] { nn::functional::embedding(to(from_vector<int64_t>({0, bad, 2}), kGpu), w); }),
+                ::testing::HasSubstr("embedding: index out of range in self (index " + std::to_string(bad)))
+        << "index " << bad;
   }
   // The context is still usable after the refused launch.
   expect_close(nn::functional::embedding(to(from_vector<int64_t>({4, 0}), kGpu), w),

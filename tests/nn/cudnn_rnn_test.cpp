@@ -1,4 +1,4 @@
-// The cuDNN RNN (Note [cuDNN RNN] in core/ops/cudnn_rnn.cpp) against the device-neutral
+// The cuDNN RNN (Note [cuDNN RNN] in core/kernels/cuda/cudnn_rnn.cpp) against the device-neutral
 // fallback on the same GPU and against the CPU: LSTM, GRU and RNN tanh/relu, two layers,
 // bidirectional, packed (unsorted lengths) and padded (batch_first too), with and without bias,
 // float32 and float64, outputs, final states and the gradients of the input, the initial states
@@ -22,29 +22,18 @@
 #include "core/ops/rnn_flat_weights.h"
 #include "nn/rnn.h"
 #include "nn/utils/rnn.h"
+#include "tests/nn/cudnn_test_util.h"
 #include "tests/support/cuda.h"
 
 namespace ember {
 namespace {
+using test_support::CudnnSwitch;
 using test_support::kGpu;
 using test_support::leaf_on;
 using test_support::seeded;
 namespace R = nn::utils::rnn;
 
-// Restores cuDNN's on/off switch at scope exit.
-class CudnnSwitch {
- public:
-  explicit CudnnSwitch(bool on) : prev_(native::cudnn_enabled()) { native::set_cudnn_enabled(on); }
-  ~CudnnSwitch() { native::set_cudnn_enabled(prev_); }
 
- private:
-  bool prev_;
-};
-
-#define EMBER_REQUIRE_CUDNN()                                                                            \
-  EMBER_REQUIRE_CUDA();                                                                                  \
-  if (!native::cudnn_rnn_usable(native::CudnnRnnConfig{}, zeros({1, 1}, TensorOptions().device(kGpu)))) \
-  GTEST_SKIP() << "ember was built without cuDNN (or EMBER_CUDNN=0): the cuDNN RNN is not available"
 
 void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
   ASSERT_TRUE(got.defined() && want.defined()) << what;
@@ -247,22 +236,26 @@ TEST(CudnnRnn, EvalWithoutGradRunsCudnnAndMatchesTheFallback) {
   gru.to(kGpu);
   gru.eval();
   const Tensor x = native::to(seeded({5, 3, 4}, 6, kFloat32), kGpu);
-  // No node records the backend under NoGradGuard: cuDNN's forward count does.
+  // No node records the backend under NoGradGuard: each backend's forward count does.
   Tensor y_cudnn, y_fallback;
   {
     NoGradGuard g;
     CudnnSwitch on(true);
-    const uint64_t before = native::cudnn_rnn_forward_count();
+    const uint64_t cudnn_before = native::cudnn_rnn_forward_count();
+    const uint64_t layers_before = native::rnn_layer_forward_count();
     y_cudnn = std::get<0>(gru.forward(x));
     EXPECT_FALSE(y_cudnn.grad_fn());
-    EXPECT_EQ(native::cudnn_rnn_forward_count(), before + 1) << "cuDNN runs the whole stack in one call";
+    EXPECT_EQ(native::cudnn_rnn_forward_count(), cudnn_before + 1) << "cuDNN runs the whole stack in one call";
+    EXPECT_EQ(native::rnn_layer_forward_count(), layers_before) << "and no layer of the fallback runs";
   }
   {
     NoGradGuard g;
     CudnnSwitch off(false);
-    const uint64_t before = native::cudnn_rnn_forward_count();
+    const uint64_t cudnn_before = native::cudnn_rnn_forward_count();
+    const uint64_t layers_before = native::rnn_layer_forward_count();
     y_fallback = std::get<0>(gru.forward(x));
-    EXPECT_EQ(native::cudnn_rnn_forward_count(), before) << "EMBER_CUDNN off: the fallback runs";
+    EXPECT_EQ(native::cudnn_rnn_forward_count(), cudnn_before) << "EMBER_CUDNN off: cuDNN does not run";
+    EXPECT_EQ(native::rnn_layer_forward_count(), layers_before + 2) << "the fallback runs each of the 2 layers";
   }
   expect_close(y_cudnn, y_fallback, tol_of(kFloat32), "GRU eval, no grad");
 }

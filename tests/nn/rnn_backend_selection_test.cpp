@@ -1,7 +1,7 @@
-// Which engine runs an RNN (Note [cuDNN RNN] in core/ops/cudnn_rnn.cpp), the parts that hold
+// Which engine runs an RNN (Note [cuDNN RNN] in core/kernels/cuda/cudnn_rnn.cpp), the parts that hold
 // on every machine: EMBER_CUDNN=0 turns cuDNN off (this test runs twice under ctest, with and
 // without it), set_cudnn_enabled overrides it, CPU input never takes the cuDNN path, and a CPU
-// module records one fused layer node per layer.
+// module records one fused layer node per layer (and counts one layer forward per layer).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,6 +42,18 @@ TEST(RnnBackendSelection, CpuInputNeverTakesTheCudnnPath) {
   auto [y, state] = lstm.forward(nn::utils::rnn::pack_sequence({randn({5, 3}), randn({2, 3})}));
   ASSERT_TRUE(y.data.grad_fn() != nullptr);
   EXPECT_EQ(y.data.grad_fn()->name(), "LSTMLayerBackward0");
+}
+
+TEST(RnnBackendSelection, TheForwardCountsShowTheBackendWithoutAGraph) {
+  // Under NoGradGuard no node names the backend; the counts do: one layer forward per layer on
+  // the CPU, and no cuDNN forward.
+  nn::GRUImpl gru(nn::GRUOptions(3, 4).num_layers(3).bidirectional(true));
+  NoGradGuard no_grad;
+  const uint64_t layers = native::rnn_layer_forward_count(), cudnn = native::cudnn_rnn_forward_count();
+  auto [y, h] = gru.forward(randn({5, 2, 3}));
+  EXPECT_FALSE(y.grad_fn());
+  EXPECT_EQ(native::rnn_layer_forward_count(), layers + 3);
+  EXPECT_EQ(native::cudnn_rnn_forward_count(), cudnn);
 }
 
 }  // namespace

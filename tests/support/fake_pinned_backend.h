@@ -42,13 +42,11 @@ struct FakePinnedBackend {
   static bool event_done(void* e) { return events[reinterpret_cast<size_t>(e) - 1]; }
   static void destroy_event(void*) {}
   static detail::PinnedMemoryBackend backend() {
-    detail::PinnedMemoryBackend b;
-    b.alloc = &alloc;
-    b.free = &free;
-    b.record_event = &record_event;
-    b.event_done = &event_done;
-    b.destroy_event = &destroy_event;
-    return b;
+    return {.alloc = &alloc,
+            .free = &free,
+            .record_event = &record_event,
+            .event_done = &event_done,
+            .destroy_event = &destroy_event};
   }
 };
 

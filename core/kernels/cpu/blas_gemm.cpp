@@ -11,8 +11,8 @@
 // Note [Deterministic GEMM]
 // OpenBLAS's product depends on its own thread count: with more threads it partitions the
 // product and, for some shapes, takes other kernels, and elements of C come out different in
-// their last bits (deterministic_kernels_test: a linear layer's forward and weight gradient at
-// batch 4099, a product with K 3001, the LSTM's input products, 1 thread against 2). Under
+// their last bits (for example a linear layer's forward and weight gradient at a large batch,
+// 1 thread against 2). Under
 // use_deterministic_algorithms(true) OpenBLAS therefore runs single-threaded
 // (detail::apply_blas_threads), and the intra-op pool supplies the parallelism instead: C is cut
 // into tiles of a fixed size (kTileRows x kTileCols, never a number of pieces), each computed by

@@ -15,42 +15,27 @@ namespace ember::kernels::cpu {
 namespace {
 
 // float32 rows of class dim contiguous (S == 1): the hot layout ([N, C] logits). Row maximum and
-// sum of exponentials in float vector lanes (softmax_rows.h), the log-sum-exp, the loss and the
-// reductions in double. Bodies for rows [nb, ne); the ISA variants are defined below.
+// sum of exponentials in float vector lanes (softmax_rows.h), then the log-sum-exp in double and
+// the loss by the functors' cross_entropy_row_loss. Bodies for rows [nb, ne); the ISA variants
+// are defined below.
 template <int W>
 EMBER_CPU_INLINE void ce_forward_rows(const float* x, const ClassLossGeometry& s, double* loss, double* lse_out,
                                       double* row_weight, int64_t nb, int64_t ne) {
   const int64_t C = s.C;
-  const double wc_sum = s.wc_sum;
-  const bool has_w = s.weight != nullptr;
-  const double ls = s.label_smoothing;
-  for (int64_t n = nb; n < ne; ++n) {
-    const size_t r = static_cast<size_t>(n);
+  for (int64_t r = nb; r < ne; ++r) {
+    if (zero_ignored_row(s, r, loss, lse_out, row_weight)) continue;
     const int64_t t = s.target[r];
-    if (t == s.ignore_index) {
-      loss[r] = 0.0;
-      lse_out[r] = 0.0;
-      row_weight[r] = 0.0;
-      continue;
-    }
-    const float* row = x + n * C;
+    const float* row = x + r * C;
     const float m = row_max<W>(row, C);
     const double lse = static_cast<double>(m) + std::log(static_cast<double>(row_sum_exp<W>(row, nullptr, C, m)));
     lse_out[r] = lse;
-    const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-    row_weight[r] = wt;
-    double l = (1.0 - ls) * wt * (lse - static_cast<double>(row[t]));
-    if (ls > 0.0) {
-      double wx = 0.0;
-      for (int64_t k = 0; k < C; ++k) {
-        wx += (has_w ? s.weight[static_cast<size_t>(k)] : 1.0) * static_cast<double>(row[k]);
-      }
-      l += ls / static_cast<double>(C) * (wc_sum * lse - wx);
-    }
-    loss[r] = l;
+    row_weight[r] = s.w(t);
+    loss[r] = cross_entropy_row_loss(s, row, t, lse);
   }
 }
 
+// Its backward, in float: d_c = scale * ((1 - ls) w[t] (p_c - [c == t]) + ls / C (W_C p_c - w_c))
+// = coef * p_c - smooth * w_c, then the target's -scale (1 - ls) w[t].
 template <int W>
 EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossGeometry& s, const double* lse_in,
                                        const float* g_elem, double g_scalar, float* gx, const float* wf, int64_t nb,
@@ -69,8 +54,6 @@ EMBER_CPU_INLINE void ce_backward_rows(const float* x, const ClassLossGeometry& 
     }
     const double scale = g_elem ? static_cast<double>(g_elem[r]) : g_scalar;
     const double wt = has_w ? s.weight[static_cast<size_t>(t)] : 1.0;
-    // d_c = scale * ((1 - ls) w[t] (p_c - [c == t]) + ls / C (W_C p_c - w_c))
-    //     = coef * p_c - smooth * w_c, then the target's -scale (1 - ls) w[t].
     const double sa = scale * (1.0 - ls) * wt, sb = scale * ls / static_cast<double>(C);
     const float coef = static_cast<float>(sa + sb * wc_sum), smooth = static_cast<float>(sb);
     const float lse = static_cast<float>(lse_in[r]);

@@ -20,8 +20,8 @@ void binary_kernel(BinaryOp op, double alpha, DType dtype, const ElementwisePlan
     case kInt64: return run.template operator()<int64_t>();
     case kInt32: return run.template operator()<int32_t>();
     case kBool:
-      EMBER_CHECK_T(TypeError, binary_op_returns_bool(op) || op == BinaryOp::Maximum || op == BinaryOp::Minimum ||
-                                   op == BinaryOp::Mul,
+      EMBER_CHECK_T(TypeError, binary_op_returns_bool(op) || op == BinaryOp::kMaximum || op == BinaryOp::kMinimum ||
+                                   op == BinaryOp::kMul,
                     name, ": not supported for bool tensors");
       return run.template operator()<bool>();
     default:
@@ -61,7 +61,7 @@ void ternary_same(const ElementwisePlan& plan, DType dtype, double v, const char
 
 void ternary_kernel(TernaryOp op, double value, DType dtype, const ElementwisePlan& plan, const char* name) {
   switch (op) {
-    case TernaryOp::Where:
+    case TernaryOp::kWhere:
       EMBER_DISPATCH_ALL(dtype, name, [&] {
         if constexpr (sizeof(scalar_t) == 2) {
           EMBER_THROW(TypeError, name, ": 16-bit floats are not supported on CPU");
@@ -70,7 +70,7 @@ void ternary_kernel(TernaryOp op, double value, DType dtype, const ElementwisePl
         }
       });
       return;
-    case TernaryOp::MaskedFill:
+    case TernaryOp::kMaskedFill:
       EMBER_DISPATCH_ALL(dtype, name, [&] {
         if constexpr (sizeof(scalar_t) == 2) {
           EMBER_THROW(TypeError, name, ": 16-bit floats are not supported on CPU");
@@ -79,9 +79,9 @@ void ternary_kernel(TernaryOp op, double value, DType dtype, const ElementwisePl
         }
       });
       return;
-    case TernaryOp::Addcmul: return ternary_same<AddcmulF>(plan, dtype, value, name);
-    case TernaryOp::Addcdiv: return ternary_same<AddcdivF>(plan, dtype, value, name);
-    case TernaryOp::Lerp:
+    case TernaryOp::kAddcmul: return ternary_same<AddcmulF>(plan, dtype, value, name);
+    case TernaryOp::kAddcdiv: return ternary_same<AddcdivF>(plan, dtype, value, name);
+    case TernaryOp::kLerp:
       EMBER_DISPATCH_FLOATING(dtype, name, [&] { cpu_kernel<scalar_t, scalar_t, scalar_t>(plan, LerpF<scalar_t>{value}); });
       return;
   }

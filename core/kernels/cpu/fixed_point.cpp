@@ -44,13 +44,13 @@ double max_abs_typed(const T* x, int64_t n) {
 
 }  // namespace
 
-double fixed_point_max_abs(DType dtype, const void* x, int64_t n) {
+double fixed_point_max_abs(DType dtype, const void* x, int64_t n, int /*device_index*/) {
   if (dtype == kFloat32) return max_abs_typed(static_cast<const float*>(x), n);
   EMBER_CHECK_T(TypeError, dtype == kFloat64, "fixed_point_max_abs: expected float32 or float64, got ", dtype);
   return max_abs_typed(static_cast<const double*>(x), n);
 }
 
-void fixed_point_accumulate(DType dtype, const void* x, int64_t* acc, int64_t n, int exponent) {
+void fixed_point_accumulate(DType dtype, const void* x, int64_t* acc, int64_t n, int exponent, int /*device_index*/) {
   auto run = [&](auto* typed) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(typed)>>;
     const FixedPointAccumulateF<T> f{typed, acc, make_pow2_scale(exponent)};
@@ -72,7 +72,8 @@ void fixed_point_accumulate(DType dtype, const void* x, int64_t* acc, int64_t n,
   run(static_cast<const double*>(x));
 }
 
-void fixed_point_to_float(DType dtype, const int64_t* acc, void* out, int64_t n, int exponent, double divisor) {
+void fixed_point_to_float(DType dtype, const int64_t* acc, void* out, int64_t n, int exponent, double divisor,
+                          int /*device_index*/) {
   auto run = [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     const FixedPointToFloatF<T> f{acc, typed, make_pow2_scale(-exponent), divisor};

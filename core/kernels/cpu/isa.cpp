@@ -1,5 +1,7 @@
 #include "core/kernels/cpu/isa.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -24,11 +26,12 @@ CpuIsa detect() {
   return CpuIsa::kBaseline;
 }
 
+// Indexed by CpuIsa: the names isa_name() gives and EMBER_CPU_ISA takes.
+constexpr std::array<const char*, 3> kIsaNames = {"baseline", "avx2", "avx512"};
+
 CpuIsa env_cap() {
-  const std::string e = env::choice("EMBER_CPU_ISA", {"baseline", "avx2", "avx512"}, "avx512");
-  if (e == "baseline") return CpuIsa::kBaseline;
-  if (e == "avx2") return CpuIsa::kAvx2;
-  return CpuIsa::kAvx512;
+  const std::string e = env::choice("EMBER_CPU_ISA", {kIsaNames[0], kIsaNames[1], kIsaNames[2]}, kIsaNames[2]);
+  return static_cast<CpuIsa>(std::find(kIsaNames.begin(), kIsaNames.end(), e) - kIsaNames.begin());
 }
 
 std::atomic<int8_t>& cap() {
@@ -50,12 +53,8 @@ CpuIsa cpu_isa() {
 }
 
 const char* isa_name(CpuIsa isa) {
-  switch (isa) {
-    case CpuIsa::kBaseline: return "baseline";
-    case CpuIsa::kAvx2: return "avx2";
-    case CpuIsa::kAvx512: return "avx512";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(isa);
+  return i < kIsaNames.size() ? kIsaNames[i] : "?";
 }
 
 ScopedCpuIsa::ScopedCpuIsa(CpuIsa isa) : previous_(static_cast<CpuIsa>(cap().load())) {

@@ -1,10 +1,10 @@
 // The CPU-feature dispatch of ember's hand-vectorized CPU kernels, in one place. A kernel that
 // has ISA variants compiles its body (an always-inline template) three times through the
 // function attributes below -- baseline x86-64 (SSE2), AVX2+FMA, AVX-512 -- and picks one per
-// call with cpu_isa(). Machines here differ (some have AVX-512, some only AVX2), so every
-// variant this CPU can run is tested (tests/core/cpu_kernels_test.cpp sets the ISA with
-// ScopedCpuIsa). Explicit dispatch, not GCC's target_clones: ifunc resolvers run before the
-// sanitizer runtimes and cannot be steered by a test. Thread-safe.
+// call with cpu_isa(). Machines differ (some have AVX-512, some only AVX2), so a test must be
+// able to run every variant the CPU can (ScopedCpuIsa caps the choice). Explicit dispatch, not
+// GCC's target_clones: ifunc resolvers run before the sanitizer runtimes and cannot be steered
+// by a test. Thread-safe.
 #pragma once
 #include <cstdint>
 

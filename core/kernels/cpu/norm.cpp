@@ -15,7 +15,8 @@ namespace {
 
 constexpr int64_t kBlock = 512;  // float lanes accumulate this many elements before a double sum
 
-// Sum of squares of n floats: float vector lanes per block of kBlock, blocks summed in double.
+// Sum of squares of n floats: float vector lanes per block of kBlock, blocks summed in double;
+// the tail by the functors' norm_term.
 template <int W>
 EMBER_CPU_INLINE double sum_squares(const float* x, int64_t n) {
   using V = vfloat<W>;
@@ -30,7 +31,7 @@ EMBER_CPU_INLINE double sum_squares(const float* x, int64_t n) {
     }
     total += static_cast<double>(hsum<W>(a + b));
   }
-  for (; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
+  for (; i < n; ++i) total += norm_term(static_cast<double>(x[i]), 2.0, NormReduce::kSum);
   return total;
 }
 
@@ -68,12 +69,12 @@ EMBER_CPU_ISA_VARIANTS(double, sum_squares_f32, (const float* x, int64_t n), (x,
 // of multi_tensor_chunks, Note [Multi-tensor launches], with kNormChunk per chunk): a piece
 // computes the chunks that start inside it, each into its own slot, and the caller combines the
 // slots in tensor then chunk order. Chunk boundaries and combine order never depend on the
-// thread count, so neither does the result (clip_grad_test checks 1 against several threads).
+// thread count, so neither does the result.
 
 namespace {
 
 // Pieces of at least one chunk; under four chunks in all, the calling thread does everything
-// (the threshold a single tensor's norm had before this pass covered all of them).
+// (too little work to pay for waking the pool).
 int64_t grain_for(int64_t total) { return total >= 4 * kNormChunk ? kNormChunk : std::max<int64_t>(total, 1); }
 
 double chunk_partial(DType dtype, const void* x, int64_t len, double p) {

@@ -1,7 +1,7 @@
-// CPU kernels of the random ops: the stubs of core/ops/random_stubs.h. Every element's numbers
-// come from a fixed Philox block (Note [Philox stream layout], core/kernels/philox.h), so the
-// result does not depend on the thread count, and float32/float64 match the CUDA functors of
-// core/kernels/random.h.
+// CPU kernels of the random ops: the stubs of core/ops/random_stubs.h, running the per-block
+// functors of core/kernels/random.h over the thread pool. Every element's numbers come from a
+// fixed Philox block (Note [Philox stream layout], core/kernels/philox.h), so the result does
+// not depend on the thread count, and float32/float64 match the CUDA kernel's.
 #pragma once
 #include <cstdint>
 

@@ -10,9 +10,9 @@ namespace ember::kernels::cpu {
 namespace {
 
 template <typename T, typename Acc, typename Out>
-void reduce_plan(const ReducePlan& p, const T* in, Out* out, int64_t* out_idx, ReduceOp op, double scale) {
+void reduce_plan(const ReducePlan& p, const T* in, Out* out, int64_t* out_idx, ReduceKind op, double scale) {
   Reducer<T, Acc> r{op};
-  const bool arg = op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+  const bool arg = op == ReduceKind::kMax || op == ReduceKind::kMin || op == ReduceKind::kArgMax || op == ReduceKind::kArgMin;
   const int64_t inner = p.red_ndim ? p.red_sizes[p.red_ndim - 1] : 1;
   const int64_t inner_stride = p.red_ndim ? p.red_strides[p.red_ndim - 1] : 0;
   const int64_t outer_red = p.red_numel / std::max<int64_t>(inner, 1);
@@ -26,7 +26,7 @@ void reduce_plan(const ReducePlan& p, const T* in, Out* out, int64_t* out_idx, R
         for (int64_t ro = 0; ro < outer_red; ++ro) {
           const T* row = base + outer_plan.red_offset(ro);
           int64_t idx0 = ro * inner;
-          if (op == ReduceOp::Sum && inner_stride == 1) {
+          if (op == ReduceKind::kSum && inner_stride == 1) {
             Acc s = 0;
             for (int64_t i = 0; i < inner; ++i) s += static_cast<Acc>(row[i]);
             acc.v += s;
@@ -69,9 +69,9 @@ void sum_leading(const ReducePlan& p, const T* in, T* o, double scale) {
 
 }  // namespace
 
-void reduce_kernel(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
+void reduce_kernel(ReduceKind op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
                    int64_t* out_idx, double scale, int /*device_index*/, const char* name) {
-  if (op == ReduceOp::Sum && out != nullptr && out_dtype == in_dtype && plan.leading_dense) {
+  if (op == ReduceKind::kSum && out != nullptr && out_dtype == in_dtype && plan.leading_dense) {
     if (in_dtype == kFloat32) return sum_leading(plan, static_cast<const float*>(in), static_cast<float*>(out), scale);
     if (in_dtype == kFloat64) return sum_leading(plan, static_cast<const double*>(in), static_cast<double*>(out), scale);
   }

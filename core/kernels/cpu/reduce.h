@@ -8,7 +8,7 @@
 
 namespace ember::kernels::cpu {
 
-void reduce_kernel(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
+void reduce_kernel(ReduceKind op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
                    int64_t* out_idx, double scale, int device_index, const char* name);
 
 }  // namespace ember::kernels::cpu

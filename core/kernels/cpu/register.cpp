@@ -4,6 +4,7 @@
 #include "core/kernels/cpu/blas_gemm.h"
 #include "core/kernels/cpu/class_loss.h"
 #include "core/kernels/cpu/cumsum.h"
+#include "core/kernels/cpu/fixed_point.h"
 #include "core/kernels/cpu/elementwise.h"
 #include "core/kernels/cpu/embedding.h"
 #include "core/kernels/cpu/gather_rows.h"
@@ -17,6 +18,7 @@
 #include "core/kernels/cpu/softmax.h"
 #include "core/ops/class_loss_stubs.h"
 #include "core/ops/cumsum_stubs.h"
+#include "core/ops/fixed_point_stubs.h"
 #include "core/ops/elementwise_stubs.h"
 #include "core/ops/index_stubs.h"
 #include "core/ops/linalg_stubs.h"
@@ -61,6 +63,9 @@ void register_cpu_kernels() {
   native::rnn_layer_backward_stub.set(kCpu, &rnn_layer_backward);
   native::gemm_stub.set(kCpu, &blas_gemm);
   native::cumsum_stub.set(kCpu, &cumsum);
+  native::fixed_point_max_abs_stub.set(kCpu, &fixed_point_max_abs);
+  native::fixed_point_accumulate_stub.set(kCpu, &fixed_point_accumulate);
+  native::fixed_point_to_float_stub.set(kCpu, &fixed_point_to_float);
 }
 
 }  // namespace ember::kernels::cpu

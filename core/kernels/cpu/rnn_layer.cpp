@@ -101,6 +101,23 @@ void for_rows(int64_t rows, int64_t row_elems, const F& f) {
   }
 }
 
+// One step's cell (forward or backward) over its `rows` active rows of row_elems gate elements,
+// in parallel chunks of rows: the CPU counterpart of the CUDA cell launch.
+template <typename T>
+void run_cell(RnnMode mode, bool backward, const CellStep<T>& cs, int64_t rows, int64_t row_elems) {
+  const bool relu = mode == RnnMode::kRnnRelu;
+  for_rows(rows, row_elems, [&](int64_t j0, int64_t j1) {
+    switch (mode) {
+      case RnnMode::kLstm: backward ? lstm_backward_rows(cs, j0, j1) : lstm_forward_rows(cs, j0, j1); break;
+      case RnnMode::kGru: backward ? gru_backward_rows(cs, j0, j1) : gru_forward_rows(cs, j0, j1); break;
+      case RnnMode::kRnnTanh:
+      case RnnMode::kRnnRelu:
+        backward ? rnn_backward_rows(cs, relu, j0, j1) : rnn_forward_rows(cs, relu, j0, j1);
+        break;
+    }
+  });
+}
+
 template <typename T>
 void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d, const Tensor& x, const Tensor& w_ih,
                        const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh, Tensor& y, Tensor& h, Tensor& c,
@@ -157,17 +174,7 @@ void forward_direction(const LayerShape& s, const PackedSteps& steps, int64_t d,
         native::addmm_out(g, native::narrow(h, 0, 0, b), w_hh_t, 1.0, 1.0);
       }
     }
-    const CellStep<T> cs = native::detail::forward_cell_step<T>(sv, off, d, s.D, H, y, hp, cp);
-    switch (s.mode) {
-      case RnnMode::kLstm: for_rows(b, GH, [&](int64_t j0, int64_t j1) { lstm_forward_rows(cs, j0, j1); }); break;
-      case RnnMode::kGru: for_rows(b, GH, [&](int64_t j0, int64_t j1) { gru_forward_rows(cs, j0, j1); }); break;
-      case RnnMode::kRnnTanh:
-      case RnnMode::kRnnRelu: {
-        const bool relu = s.mode == RnnMode::kRnnRelu;
-        for_rows(b, GH, [&](int64_t j0, int64_t j1) { rnn_forward_rows(cs, relu, j0, j1); });
-        break;
-      }
-    }
+    run_cell<T>(s.mode, /*backward=*/false, native::detail::forward_cell_step<T>(sv, off, d, s.D, H, y, hp, cp), b, GH);
   }
 }
 
@@ -213,18 +220,8 @@ std::vector<Tensor> backward_all(const LayerShape& s, const PackedSteps& steps, 
       const int64_t t = reverse ? T_steps - 1 - i : i;
       const int64_t b = steps.batch_sizes[static_cast<size_t>(t)];
       const int64_t off = steps.offsets[static_cast<size_t>(t)];
-      const CellStep<T> cs =
-          native::detail::backward_cell_step<T>(sv, off, d, D, H, dy, dh, dc, dg, gru ? dgh : Tensor());
-      switch (s.mode) {
-        case RnnMode::kLstm: for_rows(b, GH, [&](int64_t j0, int64_t j1) { lstm_backward_rows(cs, j0, j1); }); break;
-        case RnnMode::kGru: for_rows(b, GH, [&](int64_t j0, int64_t j1) { gru_backward_rows(cs, j0, j1); }); break;
-        case RnnMode::kRnnTanh:
-        case RnnMode::kRnnRelu: {
-          const bool relu = s.mode == RnnMode::kRnnRelu;
-          for_rows(b, GH, [&](int64_t j0, int64_t j1) { rnn_backward_rows(cs, relu, j0, j1); });
-          break;
-        }
-      }
+      run_cell<T>(s.mode, /*backward=*/true,
+                  native::detail::backward_cell_step<T>(sv, off, d, D, H, dy, dh, dc, dg, gru ? dgh : Tensor()), b, GH);
       if (packed) {
         packed->multiply(b, reinterpret_cast<const float*>(ptr<T>(dgh) + off * GH), GH,
                          reinterpret_cast<float*>(ptr<T>(dh)), H, /*accumulate=*/gru);

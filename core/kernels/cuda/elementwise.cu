@@ -48,8 +48,8 @@ void unary_typed(UnaryOp op, double a, double b, const kernels::ElementwisePlan&
 void launch_binary(BinaryOp op, double alpha, DType dtype, const kernels::ElementwisePlan& plan) {
   // The CPU path's rule: bool tensors only compare, combine logically, multiply, max and min.
   EMBER_CHECK_T(TypeError,
-                dtype != kBool || kernels::binary_op_returns_bool(op) || op == BinaryOp::Maximum ||
-                    op == BinaryOp::Minimum || op == BinaryOp::Mul,
+                dtype != kBool || kernels::binary_op_returns_bool(op) || op == BinaryOp::kMaximum ||
+                    op == BinaryOp::kMinimum || op == BinaryOp::kMul,
                 binary_op_name(op), ": not supported for bool tensors");
   EMBER_DISPATCH_ALL(dtype, binary_op_name(op), [&] { binary_typed<scalar_t>(op, alpha, plan); });
 }
@@ -60,23 +60,23 @@ void launch_unary(UnaryOp op, double a, double b, DType dtype, const kernels::El
 
 void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::ElementwisePlan& plan) {
   switch (op) {
-    case TernaryOp::Where:
+    case TernaryOp::kWhere:
       EMBER_DISPATCH_ALL(dtype, "where", [&] {
         cuda_kernel<scalar_t, bool, scalar_t, scalar_t>(plan, kernels::WhereF<scalar_t>{}, "where");
       });
       return;
-    case TernaryOp::MaskedFill:
+    case TernaryOp::kMaskedFill:
       EMBER_DISPATCH_ALL(dtype, "masked_fill_", [&] {
         cuda_kernel<scalar_t, scalar_t, bool>(plan, kernels::MaskedFillF<scalar_t>{value}, "masked_fill_");
       });
       return;
-    case TernaryOp::Addcmul:
-    case TernaryOp::Addcdiv: {
-      const char* name = op == TernaryOp::Addcmul ? "addcmul_" : "addcdiv_";
+    case TernaryOp::kAddcmul:
+    case TernaryOp::kAddcdiv: {
+      const char* name = op == TernaryOp::kAddcmul ? "addcmul_" : "addcdiv_";
       EMBER_CHECK_T(TypeError, dtype != kBool, name, ": expected a numeric dtype, got ", dtype);
       EMBER_DISPATCH_ALL(dtype, name, [&] {
         if constexpr (!std::is_same_v<scalar_t, bool>) {
-          if (op == TernaryOp::Addcmul) {
+          if (op == TernaryOp::kAddcmul) {
             cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcmulF<scalar_t>{value}, "addcmul_");
           } else {
             cuda_kernel<scalar_t, scalar_t, scalar_t, scalar_t>(plan, kernels::AddcdivF<scalar_t>{value}, "addcdiv_");
@@ -85,7 +85,7 @@ void launch_ternary(TernaryOp op, double value, DType dtype, const kernels::Elem
       });
       return;
     }
-    case TernaryOp::Lerp:
+    case TernaryOp::kLerp:
       EMBER_CHECK_T(TypeError, is_floating_point(dtype), "lerp_: expected a floating-point dtype, got ", dtype);
       EMBER_DISPATCH_ALL(dtype, "lerp_", [&] {
         if constexpr (is_float_v<scalar_t>) {

@@ -1,6 +1,6 @@
 // CUDA launchers of the indexing ops and of the pre-launch value checks: dtype dispatch onto the
 // functors of core/kernels/index.h, run by launch_elements (launch.cuh). No indexing formula
-// lives here; the CPU grid-emulation tests run the same functors (tests/core/launch_grid_test.cpp).
+// lives here; the CPU tests run the same functors on an emulated launch grid.
 #include <string>
 
 #include "core/cuda/cuda_device.h"

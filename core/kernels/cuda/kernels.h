@@ -17,7 +17,6 @@
 #include "core/kernels/reduce.h"
 #include "core/kernels/rnn_cell.h"
 #include "core/kernels/softmax.h"
-#include "core/ops/detail/cudnn_rnn_plan.h"
 
 namespace ember::cuda {
 
@@ -31,7 +30,7 @@ void cast(DType to, DType from, const kernels::ElementwisePlan& plan);
 // copy.cpp: the kernel of copy_bytes_stub (core/ops/copy_stubs.h).
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t num_bytes, bool async);
 // reduce.cu: the kernel of reduce_stub (core/ops/reduce_stubs.h).
-void reduce(kernels::ReduceOp op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
+void reduce(kernels::ReduceKind op, DType in_dtype, DType out_dtype, const kernels::ReducePlan& plan, const void* in,
             void* out, int64_t* out_idx, double scale, int device_index, const char* name);
 
 
@@ -85,11 +84,13 @@ void rnn_cell_f32(kernels::RnnMode kind, bool backward, const kernels::CellStep<
 void rnn_cell_f64(kernels::RnnMode kind, bool backward, const kernels::CellStep<double>& s, int64_t rows,
                   int device_index);
 
+// fixed_point.cu: the kernels of core/ops/fixed_point_stubs.h.
+double fixed_point_max_abs(DType dtype, const void* x, int64_t n, int device_index);
+void fixed_point_accumulate(DType dtype, const void* x, int64_t* acc, int64_t n, int exponent, int device_index);
+void fixed_point_to_float(DType dtype, const int64_t* acc, void* out, int64_t n, int exponent, double divisor,
+                          int device_index);
 // cumsum.cu: the kernel of cumsum_stub (core/ops/cumsum_stubs.h).
 void cumsum(DType dtype, int64_t outer, int64_t n, int64_t inner, bool reverse, const void* in, void* out,
             int device_index);
-
-// cudnn_rnn.cpp (built with cuDNN only): the kernel of cudnn_rnn_backend_stub.
-const native::detail::CudnnRnnBackend* cudnn_rnn_backend();
 
 }  // namespace ember::cuda

@@ -1,10 +1,10 @@
-// CUDA launchers of the nn layer kernels behind core/ops/nn_layers.cpp: the packed-row gather,
-// Embedding forward and its deterministic backward (a stable CUB radix sort of the indices,
-// then one functor per sorted item: Note [Deterministic embedding backward] in
-// core/kernels/embedding.h), and layer_norm (one thread per row; weight/bias gradients one
-// thread per column). The formulas live in core/kernels/*.h, which the CPU grid-emulation tests
-// run (tests/core/launch_grid_nn_test.cpp); this file only dispatches dtypes and launches on
-// the current stream.
+// CUDA launchers of the nn layer kernels behind core/ops/nn_layers.cpp: the packed-row gather
+// (which is also Embedding's forward), Embedding's deterministic backward (a stable CUB radix
+// sort of the indices, then one functor per sorted item: Note [Deterministic embedding
+// backward] in core/kernels/embedding.h), and layer_norm (one thread per row; weight/bias
+// gradients one thread per column). The formulas live in core/kernels/*.h, which the CPU tests
+// also run on an emulated launch grid; this file only dispatches dtypes and launches on the
+// current stream.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "core/cuda/cuda_device.h"
@@ -56,8 +56,8 @@ void embedding_forward(DType dtype, const int64_t* idx, int64_t n, int64_t dim, 
   CudaDeviceGuard guard(device_index);
   EMBER_DISPATCH_ALL(dtype, "embedding", [&] {
     launch_elements("embedding_forward", n * dim,
-                    kernels::EmbeddingForwardF<scalar_t>{idx, dim, static_cast<const scalar_t*>(w),
-                                                         static_cast<scalar_t*>(out)},
+                    kernels::GatherRowsF<scalar_t>{idx, dim, static_cast<const scalar_t*>(w), nullptr,
+                                                   static_cast<scalar_t*>(out)},
                     device_index);
   });
 }

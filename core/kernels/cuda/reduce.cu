@@ -15,15 +15,15 @@
 namespace ember::cuda {
 namespace {
 using kernels::AccIdx;
-using kernels::ReduceOp;
+using kernels::ReduceKind;
 using kernels::ReducePlan;
 using kernels::Reducer;
 
 constexpr int64_t kBlockPerOutputMinReduced = 256;   // reductions at least this long ...
 constexpr int64_t kBlockPerOutputMaxOutputs = 16384;  // ... with at most this many outputs
 
-__device__ __forceinline__ bool is_arg_op(ReduceOp op) {
-  return op == ReduceOp::Max || op == ReduceOp::Min || op == ReduceOp::ArgMax || op == ReduceOp::ArgMin;
+__device__ __forceinline__ bool is_arg_op(ReduceKind op) {
+  return op == ReduceKind::kMax || op == ReduceKind::kMin || op == ReduceKind::kArgMax || op == ReduceKind::kArgMin;
 }
 
 // Steps `acc` over reduced indices [begin, end) of the output at `base`. The innermost reduced
@@ -44,14 +44,14 @@ __device__ __forceinline__ void reduce_range(const Reducer<T, Acc>& r, const Red
 
 template <typename Acc, typename Out>
 __device__ __forceinline__ void write_result(const AccIdx<Acc>& acc, int64_t o, Out* out, int64_t* out_idx,
-                                             ReduceOp op, double scale) {
+                                             ReduceKind op, double scale) {
   if (out) out[o] = static_cast<Out>(static_cast<double>(acc.v) * scale);
   if (out_idx && is_arg_op(op)) out_idx[o] = acc.i < 0 ? 0 : acc.i;
 }
 
 template <typename T, typename Acc, typename Out>
 __global__ void __launch_bounds__(kBlockThreads)
-    reduce_thread_per_output(ReducePlan p, const T* in, Out* out, int64_t* out_idx, ReduceOp op, double scale) {
+    reduce_thread_per_output(ReducePlan p, const T* in, Out* out, int64_t* out_idx, ReduceKind op, double scale) {
   const Reducer<T, Acc> r{op};
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; o < p.out_numel; o += stride) {
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 
 template <typename T, typename Acc, typename Out>
 __global__ void __launch_bounds__(kBlockThreads)
-    reduce_block_per_output(ReducePlan p, const T* in, Out* out, int64_t* out_idx, ReduceOp op, double scale) {
+    reduce_block_per_output(ReducePlan p, const T* in, Out* out, int64_t* out_idx, ReduceKind op, double scale) {
   __shared__ AccIdx<Acc> partial[kBlockThreads];
   const Reducer<T, Acc> r{op};
   const Reducer<Acc, Acc> combine{op};  // folds one run's accumulator into the run before it
@@ -94,7 +94,7 @@ constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v<T, Hal
 
 }  // namespace
 
-void reduce(ReduceOp op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
+void reduce(ReduceKind op, DType in_dtype, DType out_dtype, const ReducePlan& plan, const void* in, void* out,
             int64_t* out_idx, double scale, int device_index, const char* /*name*/) {
   if (plan.out_numel == 0) return;
   CudaDeviceGuard guard(device_index);

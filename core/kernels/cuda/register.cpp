@@ -5,11 +5,11 @@
 #include "core/config.h"
 #include "core/cuda/cublas_gemm.h"
 #include "core/kernels/cuda/kernels.h"
-#include "core/kernels/cuda/rnn_layer.h"
-#include "core/ops/detail/cudnn_rnn_plan.h"
+#include "core/kernels/cuda/rnn.h"
 #include "core/ops/class_loss_stubs.h"
 #include "core/ops/copy_stubs.h"
 #include "core/ops/cumsum_stubs.h"
+#include "core/ops/fixed_point_stubs.h"
 #include "core/ops/elementwise_stubs.h"
 #include "core/ops/index_stubs.h"
 #include "core/ops/linalg_stubs.h"
@@ -55,8 +55,12 @@ void register_cuda_kernels() {
   native::rnn_layer_backward_stub.set(kCuda, &ember::cuda::rnn_layer_backward);
   native::gemm_stub.set(kCuda, &ember::cuda::gemm);
   native::cumsum_stub.set(kCuda, &ember::cuda::cumsum);
+  native::fixed_point_max_abs_stub.set(kCuda, &ember::cuda::fixed_point_max_abs);
+  native::fixed_point_accumulate_stub.set(kCuda, &ember::cuda::fixed_point_accumulate);
+  native::fixed_point_to_float_stub.set(kCuda, &ember::cuda::fixed_point_to_float);
 #if EMBER_HAVE_CUDNN
-  native::detail::cudnn_rnn_backend_stub.set(kCuda, &ember::cuda::cudnn_rnn_backend);
+  native::cudnn_rnn_forward_stub.set(kCuda, &ember::cuda::cudnn_rnn_forward);
+  native::cudnn_rnn_backward_stub.set(kCuda, &ember::cuda::cudnn_rnn_backward);
 #endif
 }
 

@@ -1,7 +1,7 @@
 // The CUDA kernels of rnn_layer_forward_stub / rnn_layer_backward_stub (core/ops/rnn_stubs.h):
 // the device-neutral stepwise engine (core/ops/detail/rnn_stepwise.h) over cuBLAS GEMMs, with
 // one cell launch per time step (rnn_cell.cu). Plain C++.
-#include "core/kernels/cuda/rnn_layer.h"
+#include "core/kernels/cuda/rnn.h"
 
 #include "core/kernels/cuda/kernels.h"
 #include "core/ops/detail/rnn_stepwise.h"

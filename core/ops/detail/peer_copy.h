@@ -23,8 +23,7 @@ namespace ember::native::detail {
 //      op, or the allocator reusing it after a free) runs after the copy has read it;
 //   6. unless non_blocking, the host waits for the destination's stream (step 3's stream), so a
 //      blocking copy_ has finished when it returns and threads working on other streams may use
-//      the result at once (PyTorch does not wait for a copy between GPUs; the old code waited for
-//      the source's stream before its copy, a host wait of the same cost).
+//      the result at once (PyTorch does not wait for a copy between GPUs).
 // Events are created and recorded with their own device current (the legacy default stream,
 // id 0, means the current device's one), and destroyed right after use: a wait captures the
 // event's state when it is queued, and CUDA frees a destroyed event once it completes.

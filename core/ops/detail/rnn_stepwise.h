@@ -42,21 +42,29 @@ T* row_ptr(const Tensor& t, int64_t row, int64_t cols) {
   return t.defined() ? static_cast<T*>(t.raw_data()) + row * cols : nullptr;
 }
 
-/// The forward CellStep of the step whose rows start at `off`, for direction d of D: the saved
-/// buffers of sv (those undefined for the mode stay null), this direction's columns of y
-/// [N, D*H], the states h and c (c null but for LSTM).
+/// The CellStep fields a step's forward and backward share: H, the saved buffers of sv at the
+/// step's rows starting at `off` (those undefined for the mode stay null), and ldy = D*H.
 template <typename T>
-kernels::CellStep<T> forward_cell_step(const RnnDirectionSaved& sv, int64_t off, int64_t d, int64_t D, int64_t H,
-                                       const Tensor& y, T* h, T* c) {
+kernels::CellStep<T> saved_cell_step(const RnnDirectionSaved& sv, int64_t off, int64_t D, int64_t H) {
   const int64_t GH = sv.gates.size(1);
   kernels::CellStep<T> cs;
   cs.hidden = H;
   cs.gates = row_ptr<T>(sv.gates, off, GH);
   cs.gh = row_ptr<T>(sv.gh, off, GH);
+  cs.hprev = row_ptr<T>(sv.hprev, off, H);
   cs.cprev = row_ptr<T>(sv.cprev, off, H);
   cs.tanhc = row_ptr<T>(sv.tanhc, off, H);
-  cs.y = row_ptr<T>(y, off, D * H) + d * H;
   cs.ldy = D * H;
+  return cs;
+}
+
+/// The forward CellStep of the step whose rows start at `off`, for direction d of D: the saved
+/// buffers of sv, this direction's columns of y [N, D*H], the states h and c (c null but for LSTM).
+template <typename T>
+kernels::CellStep<T> forward_cell_step(const RnnDirectionSaved& sv, int64_t off, int64_t d, int64_t D, int64_t H,
+                                       const Tensor& y, T* h, T* c) {
+  kernels::CellStep<T> cs = saved_cell_step<T>(sv, off, D, H);
+  cs.y = row_ptr<T>(y, off, D * H) + d * H;
   cs.h = h;
   cs.c = c;
   return cs;
@@ -69,16 +77,9 @@ template <typename T>
 kernels::CellStep<T> backward_cell_step(const RnnDirectionSaved& sv, int64_t off, int64_t d, int64_t D, int64_t H,
                                         const Tensor& dy, const Tensor& dh, const Tensor& dc, const Tensor& dg,
                                         const Tensor& dgh) {
+  kernels::CellStep<T> cs = saved_cell_step<T>(sv, off, D, H);
   const int64_t GH = sv.gates.size(1);
-  kernels::CellStep<T> cs;
-  cs.hidden = H;
-  cs.gates = row_ptr<T>(sv.gates, off, GH);
-  cs.gh = row_ptr<T>(sv.gh, off, GH);
-  cs.hprev = row_ptr<T>(sv.hprev, off, H);
-  cs.cprev = row_ptr<T>(sv.cprev, off, H);
-  cs.tanhc = row_ptr<T>(sv.tanhc, off, H);
   cs.dy = dy.defined() ? row_ptr<T>(dy, off, D * H) + d * H : nullptr;
-  cs.ldy = D * H;
   cs.dh = row_ptr<T>(dh, 0, H);
   cs.dc = row_ptr<T>(dc, 0, H);
   cs.dgates = row_ptr<T>(dg, off, GH);

@@ -20,6 +20,7 @@
 #include "core/ops/random.h"
 #include "core/stream.h"
 #include "tests/support/cuda.h"
+#include "tests/support/error_text.h"
 
 namespace ember {
 namespace {
@@ -37,16 +38,11 @@ TEST(CudaStream, CpuDevicesHaveOnlyTheirDefaultStream) {
 
 TEST(CudaStream, ANonexistentDeviceIsAClearError) {
   const int n = cuda_device_count();
-  try {
-    new_stream(Device::cuda(n));
-    FAIL() << "expected DeviceError";
-  } catch (const DeviceError& e) {
-    // "does not exist" with a GPU, "is not available" without one (core/device.cpp); both name
-    // the device and how many are visible.
-    const std::string what = e.what();
-    EXPECT_NE(what.find("new_stream: cuda:" + std::to_string(n) + " "), std::string::npos) << what;
-    EXPECT_NE(what.find(std::to_string(n) + " CUDA device(s) are visible"), std::string::npos) << what;
-  }
+  // "does not exist" with a GPU, "is not available" without one (core/device.cpp); both name
+  // the device and how many are visible.
+  const std::string what = support::error_of<DeviceError>([&] { new_stream(Device::cuda(n)); });
+  EXPECT_NE(what.find("new_stream: cuda:" + std::to_string(n) + " "), std::string::npos) << what;
+  EXPECT_NE(what.find(std::to_string(n) + " CUDA device(s) are visible"), std::string::npos) << what;
 }
 
 TEST(CudaStream, CudaErrorsNameTheCallAndTheErrorWithoutAGpu) {

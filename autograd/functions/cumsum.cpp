@@ -1,6 +1,6 @@
 // The differentiable cumsum (autograd/ops.h): the running sum's gradient is the running sum of
 // the output gradient taken from the other end.
-#include "autograd/ops/detail.h"
+#include "autograd/functions/detail.h"
 
 namespace ember {
 

@@ -1,4 +1,4 @@
-// Helpers shared by the differentiable op files in autograd/ops/.
+// Helpers shared by the differentiable op files in autograd/functions/.
 #pragma once
 #include "autograd/node.h"
 #include "autograd/ops.h"
@@ -27,4 +27,19 @@ void check_inplace(const Tensor& self, const char* op);
 /// After an in-place op on `self` computed with native ops: record `node` as its new history.
 void rebase_history(Tensor& self, const std::shared_ptr<FunctionNode>& node);
 
+/// The gradients of (a, b) for an op whose output takes a's element where `pick_a`, else b's
+/// (where, maximum, minimum): g routed by the mask, each summed to its input's shape.
+TensorList route_by_mask(const FunctionNode& n, const Tensor& pick_a, const Tensor& g, const InputMeta& ma,
+                         const InputMeta& mb);
+
 }  // namespace ember::autograd::detail
+
+namespace ember {
+// The names the op files of this folder use; the ops themselves are in namespace ember.
+using autograd::FunctionNode;
+using autograd::record;
+using autograd::SavedVariable;
+using autograd::TensorList;
+using autograd::detail::InputMeta;
+using autograd::detail::reduce_grad;
+}  // namespace ember

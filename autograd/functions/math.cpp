@@ -1,14 +1,8 @@
 // Differentiable element-wise ops, conversions and in-place ops.
 #include "autograd/autocast.h"
-#include "autograd/ops/detail.h"
+#include "autograd/functions/detail.h"
 
 namespace ember {
-using autograd::FunctionNode;
-using autograd::record;
-using autograd::SavedVariable;
-using autograd::TensorList;
-using autograd::detail::InputMeta;
-using autograd::detail::reduce_grad;
 
 namespace autograd::detail {
 
@@ -34,6 +28,15 @@ void rebase_history(Tensor& self, const std::shared_ptr<FunctionNode>& node) {
   m.output_nr = 0;
   node->add_output(self);
   node->set_device(self.device());
+}
+
+TensorList route_by_mask(const FunctionNode& n, const Tensor& pick_a, const Tensor& g, const InputMeta& ma,
+                         const InputMeta& mb) {
+  const Tensor zero = zeros_like(g);
+  TensorList r(2);
+  if (n.needs_input_grad(0)) r[0] = reduce_grad(native::where(pick_a, g, zero), ma);
+  if (n.needs_input_grad(1)) r[1] = reduce_grad(native::where(pick_a, zero, g), mb);
+  return r;
 }
 
 }  // namespace autograd::detail
@@ -126,12 +129,7 @@ Tensor minmax_binary(const Tensor& a, const Tensor& b, bool is_max) {
     record(is_max ? "MaximumBackward0" : "MinimumBackward0", {&a, &b}, {&out},
            [sa, sb, is_max, ma = InputMeta(a), mb = InputMeta(b)](FunctionNode& n, TensorList& g) {
              Tensor av = sa.unpack("MaximumBackward0"), bv = sb.unpack("MaximumBackward0");
-             Tensor pick_a = is_max ? native::ge(av, bv) : native::le(av, bv);
-             Tensor zero = zeros_like(g[0]);
-             TensorList r(2);
-             if (n.needs_input_grad(0)) r[0] = reduce_grad(native::where(pick_a, g[0], zero), ma);
-             if (n.needs_input_grad(1)) r[1] = reduce_grad(native::where(pick_a, zero, g[0]), mb);
-             return r;
+             return autograd::detail::route_by_mask(n, is_max ? native::ge(av, bv) : native::le(av, bv), g[0], ma, mb);
            });
   }
   return out;
@@ -188,29 +186,27 @@ Tensor pow(const Tensor& a0, double e) {
 // ---- unary ------------------------------------------------------------------------------------------
 
 namespace {
-// Unary op whose derivative is a function of the input x.
-template <typename Fwd, typename Bwd>
-Tensor unary_x(const Tensor& a, const char* name, Fwd fwd, Bwd bwd) {
+// Unary op whose derivative is a function of what it saves, the input x (Saves::kInput) or
+// the output y (Saves::kOutput), passed to bwd(grad, saved).
+enum class Saves { kInput, kOutput };
+template <Saves kSaves, typename Fwd, typename Bwd>
+Tensor unary(const Tensor& a, const char* name, Fwd fwd, Bwd bwd) {
   Tensor out = fwd(a);
   if (autograd::any_requires_grad({&a})) {
-    SavedVariable sa(a);
-    record(name, {&a}, {&out}, [sa, name, bwd, ma = InputMeta(a)](FunctionNode&, TensorList& g) {
-      return TensorList{reduce_grad(bwd(g[0], sa.unpack(name)), ma)};
+    SavedVariable saved(kSaves == Saves::kInput ? a : out);
+    record(name, {&a}, {&out}, [saved, name, bwd, ma = InputMeta(a)](FunctionNode&, TensorList& g) {
+      return TensorList{reduce_grad(bwd(g[0], saved.unpack(name)), ma)};
     });
   }
   return out;
 }
-// Unary op whose derivative is a function of the output y.
+template <typename Fwd, typename Bwd>
+Tensor unary_x(const Tensor& a, const char* name, Fwd fwd, Bwd bwd) {
+  return unary<Saves::kInput>(a, name, fwd, bwd);
+}
 template <typename Fwd, typename Bwd>
 Tensor unary_y(const Tensor& a, const char* name, Fwd fwd, Bwd bwd) {
-  Tensor out = fwd(a);
-  if (autograd::any_requires_grad({&a})) {
-    SavedVariable so(out);
-    record(name, {&a}, {&out}, [so, name, bwd, ma = InputMeta(a)](FunctionNode&, TensorList& g) {
-      return TensorList{reduce_grad(bwd(g[0], so.unpack(name)), ma)};
-    });
-  }
-  return out;
+  return unary<Saves::kOutput>(a, name, fwd, bwd);
 }
 }  // namespace
 
@@ -220,64 +216,49 @@ Tensor neg(const Tensor& a) {
   return out;
 }
 Tensor abs(const Tensor& a) {
-  return unary_x(a, "AbsBackward0", [](const Tensor& x) { return native::abs(x); },
+  return unary_x(a, "AbsBackward0", &native::abs,
                  [](const Tensor& g, const Tensor& x) { return native::mul(g, native::sign(x)); });
 }
 Tensor exp(const Tensor& a0) {
   const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
-  return unary_y(a, "ExpBackward0", [](const Tensor& x) { return native::exp(x); },
-                 [](const Tensor& g, const Tensor& y) { return native::mul(g, y); });
+  return unary_y(a, "ExpBackward0", &native::exp, [](const Tensor& g, const Tensor& y) { return native::mul(g, y); });
 }
 Tensor log(const Tensor& a0) {
   const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
-  return unary_x(a, "LogBackward0", [](const Tensor& x) { return native::log(x); },
-                 [](const Tensor& g, const Tensor& x) { return native::div(g, x); });
+  return unary_x(a, "LogBackward0", &native::log, [](const Tensor& g, const Tensor& x) { return native::div(g, x); });
 }
 Tensor log1p(const Tensor& a0) {
   const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
-  return unary_x(a, "Log1PBackward0", [](const Tensor& x) { return native::log1p(x); },
+  return unary_x(a, "Log1PBackward0", &native::log1p,
                  [](const Tensor& g, const Tensor& x) { return native::div(g, native::add(x, 1.0)); });
 }
 Tensor sqrt(const Tensor& a) {
-  return unary_y(a, "SqrtBackward0", [](const Tensor& x) { return native::sqrt(x); },
+  return unary_y(a, "SqrtBackward0", &native::sqrt,
                  [](const Tensor& g, const Tensor& y) { return native::div(g, native::mul(y, 2.0)); });
 }
 Tensor rsqrt(const Tensor& a0) {
   const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
-  return unary_y(a, "RsqrtBackward0", [](const Tensor& x) { return native::rsqrt(x); },
-                 [](const Tensor& g, const Tensor& y) {
-                   return native::mul(g, native::mul(native::mul(native::mul(y, y), y), -0.5));
-                 });
+  return unary_y(a, "RsqrtBackward0", &native::rsqrt, [](const Tensor& g, const Tensor& y) {
+    return native::mul(g, native::mul(native::mul(native::mul(y, y), y), -0.5));
+  });
 }
 Tensor reciprocal(const Tensor& a0) {
   const Tensor a = autograd::autocast_to_float32(a0);  // See Note [Autocast op lists]
-  return unary_y(a, "ReciprocalBackward0", [](const Tensor& x) { return native::reciprocal(x); },
+  return unary_y(a, "ReciprocalBackward0", &native::reciprocal,
                  [](const Tensor& g, const Tensor& y) { return native::neg(native::mul(g, native::mul(y, y))); });
 }
 Tensor sin(const Tensor& a) {
-  return unary_x(a, "SinBackward0", [](const Tensor& x) { return native::sin(x); },
+  return unary_x(a, "SinBackward0", &native::sin,
                  [](const Tensor& g, const Tensor& x) { return native::mul(g, native::cos(x)); });
 }
 Tensor cos(const Tensor& a) {
-  return unary_x(a, "CosBackward0", [](const Tensor& x) { return native::cos(x); },
+  return unary_x(a, "CosBackward0", &native::cos,
                  [](const Tensor& g, const Tensor& x) { return native::neg(native::mul(g, native::sin(x))); });
 }
-Tensor tanh(const Tensor& a) {
-  return unary_y(a, "TanhBackward0", [](const Tensor& x) { return native::tanh(x); },
-                 [](const Tensor& g, const Tensor& y) { return native::tanh_backward(g, y); });
-}
-Tensor sigmoid(const Tensor& a) {
-  return unary_y(a, "SigmoidBackward0", [](const Tensor& x) { return native::sigmoid(x); },
-                 [](const Tensor& g, const Tensor& y) { return native::sigmoid_backward(g, y); });
-}
-Tensor relu(const Tensor& a) {
-  return unary_y(a, "ReluBackward0", [](const Tensor& x) { return native::relu(x); },
-                 [](const Tensor& g, const Tensor& y) { return native::relu_backward(g, y); });
-}
-Tensor gelu(const Tensor& a) {
-  return unary_x(a, "GeluBackward0", [](const Tensor& x) { return native::gelu(x); },
-                 [](const Tensor& g, const Tensor& x) { return native::gelu_backward(g, x); });
-}
+Tensor tanh(const Tensor& a) { return unary_y(a, "TanhBackward0", &native::tanh, &native::tanh_backward); }
+Tensor sigmoid(const Tensor& a) { return unary_y(a, "SigmoidBackward0", &native::sigmoid, &native::sigmoid_backward); }
+Tensor relu(const Tensor& a) { return unary_y(a, "ReluBackward0", &native::relu, &native::relu_backward); }
+Tensor gelu(const Tensor& a) { return unary_x(a, "GeluBackward0", &native::gelu, &native::gelu_backward); }
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
   return unary_x(a, "ClampBackward1", [&](const Tensor& x) { return native::clamp(x, lo, hi); },
                  [lo, hi](const Tensor& g, const Tensor& x) {
@@ -293,12 +274,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (autograd::any_requires_grad({&a, &b})) {
     SavedVariable sc(cond);
     record("WhereBackward0", {&a, &b}, {&out}, [sc, ma = InputMeta(a), mb = InputMeta(b)](FunctionNode& n, TensorList& g) {
-      Tensor c = sc.unpack("WhereBackward0");
-      Tensor zero = zeros_like(g[0]);
-      TensorList r(2);
-      if (n.needs_input_grad(0)) r[0] = reduce_grad(native::where(c, g[0], zero), ma);
-      if (n.needs_input_grad(1)) r[1] = reduce_grad(native::where(c, zero, g[0]), mb);
-      return r;
+      return autograd::detail::route_by_mask(n, sc.unpack("WhereBackward0"), g[0], ma, mb);
     });
   }
   return out;

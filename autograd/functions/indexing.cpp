@@ -3,12 +3,9 @@
 
 #include <numeric>
 
-#include "autograd/ops/detail.h"
+#include "autograd/functions/detail.h"
 
 namespace ember {
-using autograd::FunctionNode;
-using autograd::TensorList;
-using autograd::detail::InputMeta;
 
 // Note [Indexing]
 // An index is applied in two steps, as in PyTorch. (1) The basic terms walk the dimensions left

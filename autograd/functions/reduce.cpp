@@ -2,15 +2,9 @@
 #include <cmath>
 
 #include "autograd/autocast.h"
-#include "autograd/ops/detail.h"
+#include "autograd/functions/detail.h"
 
 namespace ember {
-using autograd::FunctionNode;
-using autograd::record;
-using autograd::SavedVariable;
-using autograd::TensorList;
-using autograd::detail::InputMeta;
-using autograd::detail::reduce_grad;
 
 namespace {
 // Re-inserts reduced dims (size 1) so a reduced gradient broadcasts against the input.
@@ -56,27 +50,23 @@ Tensor mean(const Tensor& a0, const IntList& dims, bool keepdim) {
   return out;
 }
 
-Tensor amax(const Tensor& a, const IntList& dims, bool keepdim) {
-  Tensor out = native::amax(a, dims, keepdim);
+namespace {
+// amax and amin: ties share the gradient (minmax_reduce_backward).
+Tensor minmax_reduce(const Tensor& a, const IntList& dims, bool keepdim, bool is_max) {
+  Tensor out = is_max ? native::amax(a, dims, keepdim) : native::amin(a, dims, keepdim);
   if (autograd::any_requires_grad({&a})) {
     SavedVariable sa(a), so(out);
-    record("AmaxBackward0", {&a}, {&out}, [sa, so, dims, keepdim](FunctionNode&, TensorList& g) {
-      return TensorList{minmax_reduce_backward(g[0], sa.unpack("AmaxBackward0"), so.unpack("AmaxBackward0"), dims, keepdim)};
+    const char* name = is_max ? "AmaxBackward0" : "AminBackward0";
+    record(name, {&a}, {&out}, [sa, so, dims, keepdim, name](FunctionNode&, TensorList& g) {
+      return TensorList{minmax_reduce_backward(g[0], sa.unpack(name), so.unpack(name), dims, keepdim)};
     });
   }
   return out;
 }
+}  // namespace
 
-Tensor amin(const Tensor& a, const IntList& dims, bool keepdim) {
-  Tensor out = native::amin(a, dims, keepdim);
-  if (autograd::any_requires_grad({&a})) {
-    SavedVariable sa(a), so(out);
-    record("AminBackward0", {&a}, {&out}, [sa, so, dims, keepdim](FunctionNode&, TensorList& g) {
-      return TensorList{minmax_reduce_backward(g[0], sa.unpack("AminBackward0"), so.unpack("AminBackward0"), dims, keepdim)};
-    });
-  }
-  return out;
-}
+Tensor amax(const Tensor& a, const IntList& dims, bool keepdim) { return minmax_reduce(a, dims, keepdim, true); }
+Tensor amin(const Tensor& a, const IntList& dims, bool keepdim) { return minmax_reduce(a, dims, keepdim, false); }
 
 namespace {
 std::pair<Tensor, Tensor> minmax_dim(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
@@ -125,34 +115,32 @@ Tensor sum_to_size(const Tensor& a, const IntList& sizes) {
 
 // ---- linear algebra ---------------------------------------------------------------------------
 
-Tensor mm(const Tensor& a0, const Tensor& b0) {
+namespace {
+// mm and bmm: C = A B, so dA = G B^T and dB = A^T G (`trans`: the transpose of the last two
+// dims). Each operand is saved only when the other needs its gradient.
+template <typename Fwd, typename Trans>
+Tensor product(const Tensor& a0, const Tensor& b0, const char* name, Fwd fwd, Trans trans) {
   const Tensor a = autograd::autocast_to_lower(a0), b = autograd::autocast_to_lower(b0);
-  Tensor out = native::mm(a, b);
+  Tensor out = fwd(a, b);
   if (autograd::any_requires_grad({&a, &b})) {
     SavedVariable sa(b.requires_grad() ? a : Tensor()), sb(a.requires_grad() ? b : Tensor());
-    record("MmBackward0", {&a, &b}, {&out}, [sa, sb](FunctionNode& n, TensorList& g) {
+    record(name, {&a, &b}, {&out}, [sa, sb, name, fwd, trans](FunctionNode& n, TensorList& g) {
       TensorList r(2);
-      if (n.needs_input_grad(0)) r[0] = native::mm(g[0], native::t(sb.unpack("MmBackward0")));
-      if (n.needs_input_grad(1)) r[1] = native::mm(native::t(sa.unpack("MmBackward0")), g[0]);
+      if (n.needs_input_grad(0)) r[0] = fwd(g[0], trans(sb.unpack(name)));
+      if (n.needs_input_grad(1)) r[1] = fwd(trans(sa.unpack(name)), g[0]);
       return r;
     });
   }
   return out;
 }
+}  // namespace
 
-Tensor bmm(const Tensor& a0, const Tensor& b0) {
-  const Tensor a = autograd::autocast_to_lower(a0), b = autograd::autocast_to_lower(b0);
-  Tensor out = native::bmm(a, b);
-  if (autograd::any_requires_grad({&a, &b})) {
-    SavedVariable sa(b.requires_grad() ? a : Tensor()), sb(a.requires_grad() ? b : Tensor());
-    record("BmmBackward0", {&a, &b}, {&out}, [sa, sb](FunctionNode& n, TensorList& g) {
-      TensorList r(2);
-      if (n.needs_input_grad(0)) r[0] = native::bmm(g[0], native::transpose(sb.unpack("BmmBackward0"), 1, 2));
-      if (n.needs_input_grad(1)) r[1] = native::bmm(native::transpose(sa.unpack("BmmBackward0"), 1, 2), g[0]);
-      return r;
-    });
-  }
-  return out;
+Tensor mm(const Tensor& a, const Tensor& b) {
+  return product(a, b, "MmBackward0", &native::mm, [](const Tensor& x) { return native::t(x); });
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  return product(a, b, "BmmBackward0", &native::bmm, [](const Tensor& x) { return native::transpose(x, 1, 2); });
 }
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {

@@ -24,6 +24,16 @@
 namespace rnn_dp_test {
 namespace {
 
+// Every one of the `world` ranks announced itself, and they trained over the tcp backend.
+void expect_tcp_ranks(const std::string& output, int world) {
+  for (int rank = 0; rank < world; ++rank)
+    EXPECT_NE(output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)), std::string::npos)
+        << output;
+  EXPECT_NE(output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
+            std::string::npos)
+      << output;
+}
+
 std::string source_dir() {
   const char* s = std::getenv("EMBER_SOURCE_DIR");
   return s != nullptr ? s : EMBER_SOURCE_DIR_FALLBACK;
@@ -63,13 +73,7 @@ TEST_F(RnnDpLaunchers, TorchrunTwoAndThreeRanksFollowTheSingleProcess) {
                               " --no_python " + RNN_DP_BINARY + " --ddp " + files(name) + " " + kSmall +
                               " --epochs 2 " + batch);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (int rank = 0; rank < world; ++rank)
-      EXPECT_NE(r.output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)),
-                std::string::npos)
-          << r.output;
-    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
-              std::string::npos)
-        << r.output;
+    expect_tcp_ranks(r.output, world);
     EXPECT_NE(r.output.find("epoch=2 "), std::string::npos) << r.output;
     RunResult s = rnn_dp("single" + std::to_string(world), kSmall + " --epochs 2 --single-device " + batch);
     ASSERT_EQ(s.exit_code, 0) << s.output;
@@ -203,13 +207,7 @@ TEST_F(RnnDpLaunchers, SrunTwoRanksAndThreeOnOneNodeFollowTheSingleProcess) {
     RunResult r = slurm.srun(how + " --kill-on-bad-exit=1 env -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE " +
                              RNN_DP_BINARY + " --ddp " + files(name) + " " + kSmall + " --epochs 2 " + batch);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (int rank = 0; rank < world; ++rank)
-      EXPECT_NE(r.output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)),
-                std::string::npos)
-          << r.output;
-    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
-              std::string::npos)
-        << r.output;
+    expect_tcp_ranks(r.output, world);
     RunResult s = rnn_dp("single" + std::to_string(world), kSmall + " --epochs 2 --single-device " + batch);
     ASSERT_EQ(s.exit_code, 0) << s.output;
     expect_same_parameters(last(name), last("single" + std::to_string(world)), 1e-5);

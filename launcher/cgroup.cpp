@@ -74,28 +74,26 @@ bool populated(const std::string& dir) {
   return false;
 }
 
+// The cgroups directly below `dir` (its subdirectories), none when it cannot be read.
+std::vector<std::string> child_cgroups(const std::string& dir) {
+  std::vector<std::string> children;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return children;
+  while (dirent* e = ::readdir(d))
+    if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+      children.push_back(dir + "/" + e->d_name);
+  ::closedir(d);
+  return children;
+}
+
 void kill_procs(const std::string& dir) {
   std::ifstream in(dir + "/cgroup.procs");
   for (pid_t pid; in >> pid;) ::kill(pid, SIGKILL);
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> children;
-  while (dirent* e = ::readdir(d))
-    if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      children.push_back(dir + "/" + e->d_name);
-  ::closedir(d);
-  for (const auto& c : children) kill_procs(c);
+  for (const auto& c : child_cgroups(dir)) kill_procs(c);
 }
 
 void remove_tree(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> children;
-  while (dirent* e = ::readdir(d))
-    if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
-      children.push_back(dir + "/" + e->d_name);
-  ::closedir(d);
-  for (const auto& c : children) remove_tree(c);
+  for (const auto& c : child_cgroups(dir)) remove_tree(c);
   ::rmdir(dir.c_str());
 }
 

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -43,34 +44,31 @@
 
 namespace {
 
-using ember::launcher::GroupEnv;
-using ember::launcher::GroupResult;
-using ember::launcher::LaunchOptions;
-using ember::parallel::TCPStoreServer;
-using ember::parallel::TCPStoreServerOptions;
+namespace launcher = ember::launcher;
+namespace parallel = ember::parallel;
 
 void say(const std::string& line) { std::cerr << "ember-run: " << line << std::endl; }
 
 // A fresh server per attempt: a restarted group must not see the last attempt's keys.
-std::unique_ptr<TCPStoreServer> start_store(const LaunchOptions& o, int port, const std::string& token,
-                                            bool may_pick_another_port) {
-  TCPStoreServerOptions so;
+std::unique_ptr<parallel::TCPStoreServer> start_store(const launcher::LaunchOptions& o, int port,
+                                                      const std::string& token, bool may_pick_another_port) {
+  parallel::TCPStoreServerOptions so;
   so.bind_address = o.nnodes == 1 ? "127.0.0.1" : "0.0.0.0";
   so.port = static_cast<uint16_t>(port);
   so.token = token;
   try {
-    return std::make_unique<TCPStoreServer>(so);
+    return std::make_unique<parallel::TCPStoreServer>(so);
   } catch (const std::exception&) {
     if (!may_pick_another_port) throw;
     so.port = 0;  // our old port was taken meanwhile; single node, so any port will do
-    return std::make_unique<TCPStoreServer>(so);
+    return std::make_unique<parallel::TCPStoreServer>(so);
   }
 }
 
 constexpr const char* kRoundKey = "ember-run/round";
 
 // Node 0: writes the attempt's round into its new store.
-void publish_round(const LaunchOptions& o, int port, const std::string& token, int round) {
+void publish_round(const launcher::LaunchOptions& o, int port, const std::string& token, int round) {
   ember::parallel::TCPStoreOptions co;
   co.token = token;
   co.timeout_ms = 10'000;
@@ -81,7 +79,7 @@ void publish_round(const LaunchOptions& o, int port, const std::string& token, i
 
 // Other nodes, after a failure: waits until node 0's store says round `round` has begun,
 // reconnecting while node 0 replaces the store. Throws DistributedError after timeout_ms.
-void wait_for_round(const LaunchOptions& o, const std::string& token, int round, int64_t timeout_ms) {
+void wait_for_round(const launcher::LaunchOptions& o, const std::string& token, int round, int64_t timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   const std::string key = std::string(kRoundKey) + "/" + std::to_string(round);
   std::string last_error;
@@ -112,11 +110,54 @@ void wait_for_round(const LaunchOptions& o, const std::string& token, int round,
 // instead of waiting out the ft timeout, and starts a replacement with the next incarnation
 // (up to --max-restarts per rank) that joins at a step boundary. A rank the others found
 // silent past the ft timeout (SIGSTOP, a stuck process) is named in kill/<rank>; ember-run
-// SIGKILLs that incarnation and replaces it like a dead one. The store lives here for the
-// whole job (never replaced), so a store that goes away means ember-run went away, and the
-// ranks fail (PR_SET_PDEATHSIG, and their lost store connection) rather than hang.
-int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const std::string& token) {
-  std::unique_ptr<TCPStoreServer> store;
+// SIGKILLs that incarnation and replaces it like a dead one. The store lives on node 0 for the
+// whole job (never replaced), so a store that goes away means node 0's ember-run went away, and
+// the ranks fail (PR_SET_PDEATHSIG on node 0, their lost store connection everywhere) rather
+// than hang; another node's ember-run, which reads the store every monitor round, says so and
+// fails at once.
+// Several nodes: each node's ember-run runs its own ranks. One that dies takes its ranks with
+// it (PR_SET_PDEATHSIG, the guardian, the rank cgroups), and nobody writes their death marks:
+// the other ranks drop them when their heartbeats stop for --ft-timeout (or sooner, when a
+// replacement's heartbeat shows a new incarnation). A new ember-run started with the same
+// arguments brings replacements: every start takes its incarnation from a counter in the store
+// (incarnation/<rank>), so no incarnation is used twice whichever ember-run starts it. Node 0
+// keeps the store up, once its own ranks are done, until every other node said it is done
+// (node-done/<node>) or its ranks went silent.
+
+// Thrown out of the monitor's round when the store cannot be reached.
+struct StoreLost {
+  std::string what;
+};
+
+// Node 0, its ranks done: waits until every other node is done or its ranks' heartbeats have
+// not moved for the ft timeout (the node is gone), so that no rank loses the store mid-finish.
+void wait_for_other_nodes(const launcher::LaunchOptions& o, ember::parallel::Store& client) {
+  namespace ft = ember::parallel::ft;
+  using Clock = std::chrono::steady_clock;
+  std::map<int, std::pair<std::string, Clock::time_point>> seen;  // slot -> heartbeat, since when
+  for (;;) {
+    bool waiting = false;
+    const auto now = Clock::now();
+    for (int n = 1; n < o.nnodes; ++n) {
+      if (ft::peek(client, ft::node_done_key(n))) continue;
+      for (int lr = 0; lr < o.nproc_per_node; ++lr) {
+        const int slot = n * o.nproc_per_node + lr;
+        const std::string hb = ft::peek(client, ft::heartbeat_key(slot)).value_or("");
+        auto it = seen.find(slot);
+        if (it == seen.end() || it->second.first != hb) it = seen.insert_or_assign(slot, std::pair{hb, now}).first;
+        const auto parsed = ft::parse_heartbeat(hb);
+        if ((!parsed || !parsed->dead) && now - it->second.second < std::chrono::milliseconds(o.ft_timeout_ms))
+          waiting = true;
+      }
+    }
+    if (!waiting) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+int run_ft(const launcher::LaunchOptions& o, launcher::WorkerGroup& group, const std::string& token) {
+  namespace ft = ember::parallel::ft;
+  std::unique_ptr<parallel::TCPStoreServer> store;
   int port = o.master_port;
   if (o.node_rank == 0) {
     store = start_store(o, port, token, false);
@@ -127,21 +168,39 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
   co.token = token;
   co.timeout_ms = 10'000;
   co.wait_for_workers = false;
-  ember::parallel::TCPStore client(o.node_rank == 0 && o.nnodes == 1 ? "127.0.0.1" : o.master_addr,
-                                   static_cast<uint16_t>(port), co);
-  const GroupEnv env{o.master_addr, port, token, 0};
-  group.start(env);
+  const std::string host = o.node_rank == 0 && o.nnodes == 1 ? "127.0.0.1" : o.master_addr;
+  ember::parallel::TCPStore client(host, static_cast<uint16_t>(port), co);
+  const std::string where = host + ":" + std::to_string(port);
+  auto store_lost = [&](const std::string& what) {
+    say("error: lost the job's store at " + where + " (" + what + ")" +
+        (o.node_rank == 0 ? "" : ": node 0's ember-run, which hosts it, is gone") + "; stopping this node's ranks");
+    group.stop(SIGTERM);
+    return 1;
+  };
+  group.set_incarnation_source([&](int rank) {
+    try {
+      return client.add(ft::incarnation_key(rank), 1) - 1;
+    } catch (const std::exception& e) {
+      throw StoreLost{std::string("numbering rank ") + std::to_string(rank) + "'s start: " + e.what()};
+    }
+  });
+  const launcher::GroupEnv env{o.master_addr, port, token, 0};
+  try {
+    group.start(env);
+  } catch (const StoreLost& e) {
+    return store_lost(e.what);
+  }
   std::vector<int> restarts(static_cast<size_t>(o.nproc_per_node), 0);
   auto rank_of = [&](int local_rank) { return o.node_rank * o.nproc_per_node + local_rank; };
-  // Kill requests from the ranks (Note [ember-run --ft]).
+  // Kill requests from the ranks (Note [ember-run --ft]); also proof that the store is there.
   auto on_round = [&] {
     for (int lr = 0; lr < o.nproc_per_node; ++lr) {
       const int rank = rank_of(lr);
       std::optional<std::string> v;
       try {
-        v = ember::parallel::ft::peek(client, ember::parallel::ft::kill_key(rank));
-      } catch (const std::exception&) {
-        return;  // the store is node 0's; its loss shows up in the ranks
+        v = ft::peek(client, ft::kill_key(rank));
+      } catch (const std::exception& e) {
+        throw StoreLost{e.what()};
       }
       if (!v || *v != std::to_string(group.incarnation(lr))) continue;
       if (group.kill_worker(lr, group.incarnation(lr)))
@@ -151,13 +210,29 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
   };
   int last_failure_code = 1;
   for (;;) {
-    const GroupResult r = group.monitor(on_round);
-    if (r.outcome == GroupResult::kSucceeded) {
-      if (group.any_succeeded()) return 0;
-      say("every rank failed and none is left to replace");
-      return last_failure_code;
+    launcher::GroupResult r;
+    try {
+      r = group.monitor(on_round);
+    } catch (const StoreLost& e) {
+      return store_lost(e.what);
     }
-    if (r.outcome == GroupResult::kInterrupted) {
+    if (r.outcome == launcher::GroupResult::kSucceeded) {
+      if (!group.any_succeeded()) {
+        say("every rank failed and none is left to replace");
+        return last_failure_code;
+      }
+      try {
+        if (o.node_rank == 0) {
+          wait_for_other_nodes(o, client);
+        } else {
+          client.set(ft::node_done_key(o.node_rank), std::string("1"));
+        }
+      } catch (const std::exception& e) {
+        if (o.node_rank == 0) say(std::string("note: cannot wait for the other nodes: ") + e.what());
+      }
+      return 0;
+    }
+    if (r.outcome == launcher::GroupResult::kInterrupted) {
       say(std::string("received ") + ::sigabbrev_np(r.signal) + "; forwarded it to the workers");
       group.stop(0);
       return 128 + r.signal;
@@ -166,11 +241,10 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
     const int64_t inc = group.incarnation(lr);
     last_failure_code = r.failure.launcher_exit_code();
     try {
-      client.set(ember::parallel::ft::heartbeat_key(r.failure.rank), ember::parallel::ft::dead_heartbeat(inc));
+      client.set(ft::heartbeat_key(r.failure.rank), ft::dead_heartbeat(inc));
     } catch (const std::exception& e) {
-      say("error: cannot reach the store to mark rank " + std::to_string(r.failure.rank) + " dead: " + e.what());
-      group.stop(SIGTERM);
-      return 1;
+      say(r.failure.describe() + " (incarnation " + std::to_string(inc) + ")");
+      return store_lost(std::string("marking rank ") + std::to_string(r.failure.rank) + " dead: " + e.what());
     }
     say(r.failure.describe() + " (incarnation " + std::to_string(inc) + "); the other ranks go on without it");
     if (restarts[size_t(lr)] < o.max_restarts) {
@@ -178,7 +252,11 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
       say("starting a replacement for rank " + std::to_string(r.failure.rank) + " (restart " +
           std::to_string(restarts[size_t(lr)]) + " of " + std::to_string(o.max_restarts) +
           "); it joins at the next step boundary");
-      group.respawn(lr, env);
+      try {
+        group.respawn(lr, env);
+      } catch (const StoreLost& e) {
+        return store_lost(e.what);
+      }
     } else {
       say("rank " + std::to_string(r.failure.rank) + " is not replaced (--max-restarts " +
           std::to_string(o.max_restarts) + " used up)");
@@ -187,18 +265,18 @@ int run_ft(const LaunchOptions& o, ember::launcher::WorkerGroup& group, const st
   }
 }
 
-int run(const LaunchOptions& o) {
+int run(const launcher::LaunchOptions& o) {
   ::signal(SIGPIPE, SIG_IGN);
   // The guardian kills this cgroup when ember-run is gone, so it exists first (no thread).
-  ember::launcher::RankCgroups cgroups;
+  launcher::RankCgroups cgroups;
   if (!cgroups.available())
     say("note: ranks run without cgroups (" + cgroups.why_not() +
         "); a process a rank starts that leaves its process group (setsid) can outlive ember-run");
   // It must be forked while nothing else exists, and destroyed before the cgroups, after
   // the workers are reaped (see Note [Guardian]).
-  ember::launcher::Guardian guardian(cgroups.root());
+  launcher::Guardian guardian(cgroups.root());
   // Before any thread exists (the store server's), so every thread has the signals blocked.
-  ember::launcher::SignalWatcher signals;
+  launcher::SignalWatcher signals;
 
   std::string token;
   if (const char* env = std::getenv(ember::parallel::kStoreTokenEnv); env && *env) {
@@ -218,9 +296,9 @@ int run(const LaunchOptions& o) {
     }
   }
 
-  ember::launcher::WorkerGroup group(o, signals, &guardian, &cgroups);
+  launcher::WorkerGroup group(o, signals, &guardian, &cgroups);
   if (o.ft) return run_ft(o, group, token);
-  std::unique_ptr<TCPStoreServer> store;
+  std::unique_ptr<parallel::TCPStoreServer> store;
   int port = o.master_port;
   for (int attempt = 0;; ++attempt) {
     if (o.node_rank == 0) {
@@ -232,10 +310,10 @@ int run(const LaunchOptions& o) {
     } else if (attempt > 0) {
       wait_for_round(o, token, attempt, 120'000);
     }
-    group.start(GroupEnv{o.master_addr, port, token, attempt});
-    const GroupResult r = group.monitor();
-    if (r.outcome == GroupResult::kSucceeded) return 0;
-    if (r.outcome == GroupResult::kInterrupted) {
+    group.start(launcher::GroupEnv{o.master_addr, port, token, attempt});
+    const launcher::GroupResult r = group.monitor();
+    if (r.outcome == launcher::GroupResult::kSucceeded) return 0;
+    if (r.outcome == launcher::GroupResult::kInterrupted) {
       say(std::string("received ") + ::sigabbrev_np(r.signal) + "; forwarded it to the workers");
       group.stop(0);
       return 128 + r.signal;
@@ -257,7 +335,7 @@ int run(const LaunchOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  LaunchOptions options;
+  launcher::LaunchOptions options;
   try {
     options = ember::launcher::parse_launch_options(argc, argv);
   } catch (const ember::launcher::UsageError& e) {

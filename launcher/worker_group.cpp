@@ -153,6 +153,7 @@ void WorkerGroup::start(const GroupEnv& env) {
     auto w = std::make_unique<Worker>();
     w->local_rank = lr;
     w->rank = options_.node_rank * options_.nproc_per_node + lr;
+    if (next_incarnation_) w->incarnation = next_incarnation_(w->rank);
     open_log(*w, env.restart_count);
     const std::string prefix = "[rank " + std::to_string(w->rank) + "]: ";
     w->out = std::make_unique<LinePrefixer>(prefix, STDOUT_FILENO, w->log_fd);
@@ -195,7 +196,7 @@ void WorkerGroup::respawn(int local_rank, const GroupEnv& env) {
   close_fd(w->out_fd);
   close_fd(w->err_fd);
   close_fd(w->log_fd);
-  ++w->incarnation;
+  w->incarnation = next_incarnation_ ? next_incarnation_(w->rank) : w->incarnation + 1;
   w->exited = false;
   w->handled = false;
   w->exit = WorkerExit{};

@@ -87,6 +87,10 @@ class WorkerGroup {
   bool kill_worker(int local_rank, int64_t incarnation);
   /// The running (or last) incarnation of `local_rank`'s worker.
   int64_t incarnation(int local_rank) const;
+  /// --ft over several nodes: where each start and respawn takes its worker's incarnation (given
+  /// the rank), so that a node's ember-run started again never reuses an incarnation of the one
+  /// before it. Unset: 0 at start(), one more at each respawn().
+  void set_incarnation_source(std::function<int64_t(int rank)> next) { next_incarnation_ = std::move(next); }
   /// Whether any worker exited with code 0.
   bool any_succeeded() const;
   /// Sends first_signal (0: none, e.g. it was already forwarded) to every live worker,
@@ -121,6 +125,7 @@ class WorkerGroup {
   Guardian* guardian_;
   RankCgroups* cgroups_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::function<int64_t(int rank)> next_incarnation_;
   int interrupted_by_ = 0;
 };
 

@@ -84,4 +84,15 @@ uint64_t epoch_seed(uint64_t seed, int epoch) {
   return z ^ (z >> 31);
 }
 
+std::unique_ptr<ember::parallel::DeterministicReducer> local_shard_reducer(ember::nn::Module& model, int64_t shards) {
+  std::vector<ember::Tensor> params;
+  std::vector<std::string> names;
+  for (auto& [name, p] : model.named_parameters()) {
+    params.push_back(p);
+    names.push_back(name);
+  }
+  return std::make_unique<ember::parallel::DeterministicReducer>(
+      params, names, nullptr, ember::parallel::DeterministicReducerOptions{.num_shards = shards});
+}
+
 }  // namespace ember_examples

@@ -1,6 +1,7 @@
 // DistributedJob: an example's place in a --ddp job (rank, world size, process group) and the
 // small collectives its training loop needs (sums of statistics, a barrier), plus say() for
-// reports only rank 0 prints and epoch_seed() for per-epoch seeds. join_job() reads the
+// reports only rank 0 prints, epoch_seed() for per-epoch seeds and local_shard_reducer() for
+// --deterministic in one process. join_job() reads the
 // environment a launcher sets (ember-run, torchrun, mpirun, srun: see
 // parallel/distributed/init.h) and picks the backend. One per process; not thread-safe.
 #pragma once
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "core/device.h"
+#include "nn/module.h"
+#include "parallel/deterministic_reducer.h"
 #include "parallel/distributed/process_group.h"
 
 namespace ember_examples {
@@ -59,5 +62,9 @@ DistributedJob join_job(const std::string& program, const JobOptions& options, s
 /// epoch e's randomness depends on (seed, e) only, so a resumed run draws what an
 /// uninterrupted one does.
 uint64_t epoch_seed(uint64_t seed, int epoch);
+
+/// --deterministic without --ddp: a group-less DeterministicReducer over `model`'s parameters,
+/// the same exact sum of `shards` shards' gradients in one process.
+std::unique_ptr<ember::parallel::DeterministicReducer> local_shard_reducer(ember::nn::Module& model, int64_t shards);
 
 }  // namespace ember_examples

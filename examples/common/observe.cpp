@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "core/allocator.h"
+#include "core/error.h"
 #include "core/profiler.h"
 #include "nn/utils/clip_grad.h"
 #include "profiler/distributed_trace.h"
@@ -95,6 +98,20 @@ void TrainingObserver::finish_profile(int64_t last_step) {
               static_cast<long long>(profile_first_), static_cast<long long>(last_step), flags_.profile_path.c_str(),
               events, report.c_str());
   std::fflush(stdout);
+}
+
+void append_metrics_line(const std::string& path, const std::string& json) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  std::ofstream f(path, std::ios::app);
+  EMBER_CHECK(f.good(), "cannot open the metrics file ", path);
+  f << json << '\n';
+  f.flush();
+  EMBER_CHECK(f.good(), "cannot write the metrics file ", path);
+}
+
+int64_t unix_time_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace ember_examples

@@ -1,4 +1,4 @@
-// What the examples show of a run besides their log lines: TensorBoard curves (--tensorboard
+// What the examples show of a run besides their log lines: --metrics' JSON lines, TensorBoard curves (--tensorboard
 // DIR, ember::SummaryWriter, rank 0 only) and a profiler trace of a few steps (--profile PATH
 // --profile-steps N, ember::profiler; under --ddp every rank's spans merged by rank 0).
 // TrainingObserver is used by the training loop's thread only.
@@ -28,6 +28,12 @@ struct ObserveFlags {
 
 /// Adds --tensorboard, --profile and --profile-steps to `app`.
 void add_observe_flags(CLI::App& app, ObserveFlags& flags);
+
+/// --metrics: appends `json` (one object, no newline) as a line to `path`, creating its folder;
+/// throws Error naming the file when it cannot be written.
+void append_metrics_line(const std::string& path, const std::string& json);
+/// Seconds since the epoch, the "time" of a metrics line.
+int64_t unix_time_s();
 
 /// Per training step: before_step() and after_step(); at the end of an epoch, epoch_end().
 /// The profiled steps are the run's 2nd to (N+1)-th (the first builds caches and DDP's buckets).

@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "examples/common/cli.h"
-#include "examples/common/observe.h"
 
 namespace rnn_dp {
 
@@ -93,19 +92,7 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
   a.add_option("--shards", o.shards, "--deterministic: virtual shards per global batch")
       ->check(at_least(1))
       ->type_name("N");
-  a.add_flag("--ft", o.ft,
-             "--ddp: fault-tolerant training under `ember-run --ft`: a rank that dies or hangs is dropped, the "
-             "others redo the step without it, and its replacement takes the state from a live rank "
-             "(docs/FAULT_TOLERANCE.md)")
-      ->disable_flag_override();
-  a.add_flag("--trace-steps", o.trace_steps,
-             "--ddp: each rank prints \"step-trace step=S slot=R ranks=N hash=H t_ms=T\" after every committed "
-             "step (H: FNV-1a of its parameters, T: wall-clock ms)")
-      ->disable_flag_override();
-  a.add_option("--ft-fault", o.ft_fault,
-               "--ft, for tests: SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] makes that rank raise SIGNAL on itself "
-               "(Note [FT mode] in train_ft.cpp)")
-      ->type_name("SPEC");
+  ember_examples::add_ft_flags(a, {o.ft, o.trace_steps, o.ft_fault});
   a.add_option("--amp", o.amp,
                "mixed precision: autocast on the training device; fp16 adds a dynamic loss scale (GradScaler), "
                "whose skipped steps every --ddp rank shares")
@@ -124,31 +111,19 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
       ->default_str("")
       ->type_name("N");
   a.add_option("--checkpoint-dir", o.checkpoint_dir, "one checkpoint per epoch")->type_name("DIR");
-  a.add_option("--metrics", o.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
   a.add_option("--dict-dir", o.dict_dir, "where the word lists are")->type_name("DIR");
-  a.add_option_function<std::string>(
-       "--progress", [&o](const std::string& v) { o.progress = ember_examples::progress_mode_from_string(v); },
-       "auto: a bar on a terminal, else lines")
-      ->check(one_of({"auto", "tty", "lines", "none"}))
-      ->default_str("auto")
-      ->type_name("MODE");
-  ember_examples::add_observe_flags(a, o.observe);
+  ember_examples::add_output_flags(a, {o.metrics_path, o.progress, o.observe});
   return app;
 }
 
 }  // namespace
 
-std::string usage() {
-  Options o;
-  return command_line(o)->help();
-}
+std::string usage() { return ember_examples::usage_of<Options>(command_line); }
 
 Options parse_options(int argc, const char* const* argv) {
-  Options o;
-  auto app = command_line(o);
-  o.help = !ember::cli::parse(*app, argc, argv);
+  Options o = ember_examples::parse_command_line<Options>(command_line, argc, argv);
   if (o.help) return o;
-  EMBER_CHECK_T(ValueError, o.ddp || !o.trace_steps, "--trace-steps applies only with --ddp");
+  ember_examples::check_ft_flags({o.ft, o.trace_steps, o.ft_fault}, o.ddp, o.backend, o.resume);
   if (o.ddp) {
     EMBER_CHECK_T(ValueError, o.devices.empty() && !o.single_device,
                   "--ddp: each rank trains on one device of its own (cuda:LOCAL_RANK, else cpu:0); drop --devices "
@@ -170,16 +145,11 @@ Options parse_options(int argc, const char* const* argv) {
                   "--max-steps need to be the same; drop them");
   }
   if (o.ft) {
-    EMBER_CHECK_T(ValueError, o.ddp, "--ft applies only with --ddp (under ember-run --ft)");
-    EMBER_CHECK_T(ValueError, o.backend.empty() || o.backend == "tcp",
-                  "--ft: the group is re-formed over the tcp backend; got --backend ", o.backend);
     EMBER_CHECK_T(ValueError, !o.zero && !o.uneven && o.amp.empty() && o.augment_p == 0 && !o.resume,
                   "--ft: --zero, --uneven, --amp, --augment and --resume are not supported with it (a replacement "
                   "takes its state from a live rank)");
     EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--ft: --batch-size ", o.batch_size,
                   " must be a multiple of --shards ", o.shards, " (the ranks of each quorum share the shards)");
-  } else {
-    EMBER_CHECK_T(ValueError, o.ft_fault.empty(), "--ft-fault applies only with --ft");
   }
   if (o.deterministic) {
     EMBER_CHECK_T(ValueError, o.batch_size % o.shards == 0, "--deterministic: --batch-size ", o.batch_size,

@@ -29,6 +29,8 @@
 #include "examples/rnn_dp/model.h"
 #include "examples/rnn_dp/train_detail.h"
 #include "examples/common/distributed_job.h"
+#include "examples/common/ft_job.h"
+#include "examples/common/observe.h"
 #include "examples/common/progress.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
 #include "nn/checkpoint.h"
@@ -152,22 +154,6 @@ ember::Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>
     for (float u : ember::rand({width}, {}, &g).to_vector<float>()) keep.push_back(u >= p ? scale : 0.0f);
   }
   return ember::from_vector(keep, {static_cast<int64_t>(positions.size()), width});
-}
-
-std::string parameter_hash(const ember::nn::Module& m) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const auto& item : m.named_parameters()) {
-    const ember::Tensor t = item.value().contiguous();
-    const auto* p = static_cast<const unsigned char*>(t.raw_data());
-    for (size_t i = 0; i < t.nbytes(); ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-double wall_ms() {
-  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace detail
@@ -374,8 +360,6 @@ void save_state(const Options& o, const Rank& job, const WordLangModel& model, T
 
 void append_metrics(const Options& o, const Rank& job, const EpochResult& r, const std::vector<Device>& devices,
                     int threads, double eval_s, size_t train_words, size_t test_words) {
-  const std::filesystem::path p(o.metrics_path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   std::vector<std::string> devs;
   for (const auto& d : devices) devs.push_back(d.str());
   nlohmann::json j = {{"epoch", r.epoch},
@@ -397,14 +381,8 @@ void append_metrics(const Options& o, const Rank& job, const EpochResult& r, con
                       {"lr", o.lr},
                       {"seed", o.seed},
                       {"batch_first", o.batch_first},
-                      {"time", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count())}};
-  std::ofstream f(o.metrics_path, std::ios::app);
-  EMBER_CHECK(f.good(), "cannot open the metrics file ", o.metrics_path);
-  f << j.dump() << '\n';
-  f.flush();
-  EMBER_CHECK(f.good(), "cannot write the metrics file ", o.metrics_path);
+                      {"time", ember_examples::unix_time_s()}};
+  ember_examples::append_metrics_line(o.metrics_path, j.dump());
 }
 
 std::vector<WordBatch> collate_all(WordLangDataset& ds, const WordBatchCollate& collate, int64_t batch_size) {
@@ -554,11 +532,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
 
   // ---- model, optimizer, parallelism -----------------------------------------------------------
   ember::manual_seed(o.seed);
-  ModelConfig mc;
-  mc.num_classes = kNumClasses;
-  mc.vocab_size = kVocabSize;
-  mc.batch_first = o.batch_first;
-  mc.total_length = o.total_length;
+  const ModelConfig mc{
+      .vocab_size = kVocabSize, .num_classes = kNumClasses, .batch_first = o.batch_first, .total_length = o.total_length};
   auto model = std::make_shared<WordLangModel>(mc);
   model->to(device0);
   TrainOptimizer optimizer(o, job, *model, device0);  // see Note [Resume at any world size]
@@ -614,16 +589,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   }
   // --deterministic without --ddp: the same exact shard sum in this process alone.
   std::unique_ptr<ember::parallel::DeterministicReducer> local_shards;
-  if (o.deterministic && !o.ddp && !dp_shards) {
-    std::vector<Tensor> params;
-    std::vector<std::string> names;
-    for (auto& [name, p] : model->named_parameters()) {
-      params.push_back(p);
-      names.push_back(name);
-    }
-    local_shards = std::make_unique<ember::parallel::DeterministicReducer>(
-        params, names, nullptr, ember::parallel::DeterministicReducerOptions{.num_shards = o.shards});
-  }
+  if (o.deterministic && !o.ddp && !dp_shards) local_shards = ember_examples::local_shard_reducer(*model, o.shards);
   // DataParallel also runs the test pass over the devices; under --ddp each rank evaluates its
   // share of the test batches on its own device.
   auto eval_logits = data_parallel && !dp_shards ? std::function<Tensor(const Tensor&, const Tensor&)>(
@@ -771,8 +737,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
         optimizer.step();
         if (o.trace_steps) {
           std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%.3f\n", static_cast<long long>(step),
-                       job.rank, job.world, detail::parameter_hash(*model).c_str(),
-                       detail::wall_ms());
+                       job.rank, job.world, ember_examples::parameter_hash(*model).c_str(),
+                       ember_examples::wall_ms());
           std::fflush(out);
         }
         seen += b;

@@ -1,5 +1,5 @@
 // What train.cpp and train_ft.cpp (--ft) share: the checkpoint's run identity and path, the
-// per-sample dropout masks of Note [Shard steps], and --trace-steps' hash. Internal to examples/rnn_dp.
+// per-sample dropout masks of Note [Shard steps]. Internal to examples/rnn_dp.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -26,11 +26,6 @@ std::string last_checkpoint_path(const std::string& dir);
 /// Dropout keep masks [positions, width] (0 or 1 / (1 - p)): sample at `positions[i]` of epoch
 /// `epoch` draws from its own generator, seeded from (seed, epoch, position) (Note [Shard steps]).
 ember::Tensor dropout_keep(uint64_t seed, int epoch, const std::vector<uint64_t>& positions, int64_t width, double p);
-
-/// FNV-1a over every parameter's bytes, in name order, as 16 hex digits (--trace-steps).
-std::string parameter_hash(const ember::nn::Module& m);
-/// Wall-clock milliseconds since the epoch (--trace-steps, --ft-fault: comparable across ranks).
-double wall_ms();
 
 }  // namespace detail
 }  // namespace rnn_dp

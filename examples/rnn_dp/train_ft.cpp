@@ -16,13 +16,13 @@
 //    state follows from the step.
 //  - DistributedDataParallel is rebuilt over the manager's group whenever the quorum re-formed it.
 //  - The quorum's rank 0 writes the checkpoint at the end (the same file as without --ft).
-//  - --ft-fault SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] (tests and ember-bench-ft) makes that
-//    incarnation of that rank raise SIGNAL (KILL or STOP; SLEEP<ms> sleeps instead, a straggler
-//    that lets a replacement catch up) on itself at STEP (* for any), at POINT: forward
+//  - --ft-fault SLOT:INCARNATION:STEP:POINT:SIGNAL[,...] (tests and ember-bench-ft;
+//    examples/common/ft_job.h) makes that incarnation of that rank raise SIGNAL (KILL or STOP;
+//    SLEEP<ms> sleeps instead, a straggler that lets a replacement catch up) on itself at STEP
+//    (* for any), at POINT: forward
 //    (before its first shard's forward), backward (before the backward that reduces), commit
 //    (before should_commit), or loaded (right after it received a peer's state). It prints
 //    "ft-fault: ..." with the wall-clock time in ms first.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,14 +34,11 @@
 #include <thread>
 
 #include "autograd/ops.h"
-#include "core/cpu_affinity.h"
-#include "core/deterministic.h"
-#include "core/env.h"
 #include "core/error.h"
 #include "core/generator.h"
-#include "core/thread_pool.h"
 #include "data/distributed_sampler.h"
 #include "examples/common/distributed_job.h"
+#include "examples/common/ft_job.h"
 #include "examples/rnn_dp/model.h"
 #include "examples/rnn_dp/train_detail.h"
 #include "examples/rnn_dp/wordlang_dataset.h"
@@ -59,96 +56,11 @@ using ember::Tensor;
 using ember_examples::say;
 namespace ft = ember::parallel::ft;
 
-struct Fault {
-  int slot = -1;
-  int64_t incarnation = 0;
-  int64_t step = 0;
-  std::string point;
-  int signo = SIGKILL;
-  int64_t sleep_ms = 0;  // SLEEP<ms>: a straggler instead of a signal
-};
-
-std::vector<Fault> parse_faults(const std::string& spec) {
-  std::vector<Fault> out;
-  size_t start = 0;
-  while (start < spec.size()) {
-    size_t comma = spec.find(',', start);
-    if (comma == std::string::npos) comma = spec.size();
-    const std::string item = spec.substr(start, comma - start);
-    std::vector<std::string> f;
-    size_t a = 0;
-    for (size_t b; (b = item.find(':', a)) != std::string::npos; a = b + 1) f.push_back(item.substr(a, b - a));
-    f.push_back(item.substr(a));
-    EMBER_CHECK_T(ember::ValueError, f.size() == 5, "--ft-fault: expected SLOT:INCARNATION:STEP:POINT:SIGNAL, got '",
-                  item, "'");
-    Fault x;
-    x.slot = std::stoi(f[0]);
-    x.incarnation = std::stoll(f[1]);
-    x.step = f[2] == "*" ? -1 : std::stoll(f[2]);
-    x.point = f[3];
-    EMBER_CHECK_T(ember::ValueError,
-                  x.point == "forward" || x.point == "backward" || x.point == "commit" || x.point == "loaded",
-                  "--ft-fault: POINT is forward, backward, commit or loaded; got '", x.point, "'");
-    if (f[4].rfind("SLEEP", 0) == 0) {
-      x.signo = 0;
-      x.sleep_ms = std::stoll(f[4].substr(5));
-    } else {
-      EMBER_CHECK_T(ember::ValueError, f[4] == "KILL" || f[4] == "STOP",
-                    "--ft-fault: SIGNAL is KILL, STOP or SLEEP<ms>; got '", f[4], "'");
-      x.signo = f[4] == "KILL" ? SIGKILL : SIGSTOP;
-    }
-    out.push_back(x);
-    start = comma + 1;
-  }
-  return out;
-}
-
-std::string to_hex(const std::vector<uint8_t>& bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (uint8_t b : bytes) {
-    s += digits[b >> 4];
-    s += digits[b & 15];
-  }
-  return s;
-}
-
-std::vector<uint8_t> from_hex(const std::string& s) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < s.size(); i += 2) out.push_back(static_cast<uint8_t>(std::stoi(s.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
 }  // namespace
 
 std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
-  const double started_ms = detail::wall_ms();
-  EMBER_CHECK_T(ember::ValueError, ft::enabled_by_environment(),
-                "--ft: run the ranks under `ember-run --ft --nproc-per-node N ...` (EMBER_FT is not set)");
-  ft::ManagerOptions mo = ft::options_from_environment();
-  const int slot = mo.replica_id;
-  const std::vector<Fault> faults = parse_faults(o.ft_fault);
-  auto fault = [&](const std::string& point, int64_t step) {
-    for (const Fault& f : faults) {
-      if (f.slot != slot || f.incarnation != mo.incarnation || (f.step >= 0 && f.step != step) || f.point != point) continue;
-      if (f.signo == 0) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(f.sleep_ms));
-        continue;
-      }
-      std::fprintf(out, "ft-fault: slot %d raising SIG%s at step %lld (%s) at %.3f ms\n", slot,
-                   f.signo == SIGKILL ? "KILL" : "STOP", static_cast<long long>(step), point.c_str(),
-                   detail::wall_ms());
-      std::fflush(out);
-      ::raise(f.signo);
-    }
-  };
-
-  const int local_world = static_cast<int>(ember::env::integer("LOCAL_WORLD_SIZE", 1, 1 << 24).value_or(1));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads =
-      o.threads > 0 ? o.threads : std::max(1, std::min(ember::available_cpu_count(), cores / local_world));
-  ember::set_num_threads(threads);
-  if (o.deterministic) ember::use_deterministic_algorithms(true);
+  const double started_ms = ember_examples::wall_ms();
+  ember_examples::prepare_ft_rank(o.threads, o.deterministic);
 
   WordLangSplits splits = load_wordlang(o.dict_dir, o.limit);
   const size_t n_train = splits.train.size();
@@ -162,48 +74,18 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   const int64_t shard_rows = o.batch_size / o.shards;
 
   ember::manual_seed(o.seed);
-  ModelConfig mc;
-  mc.num_classes = kNumClasses;
-  mc.vocab_size = kVocabSize;
-  mc.batch_first = o.batch_first;
-  mc.total_length = o.total_length;
+  const ModelConfig mc{
+      .vocab_size = kVocabSize, .num_classes = kNumClasses, .batch_first = o.batch_first, .total_length = o.total_length};
   auto model = std::make_shared<WordLangModel>(mc);
   ember::optim::Adam adam(model->parameters(), ember::optim::AdamOptions(o.lr));
 
-  mo.state_dict = [&] {
-    ft::StateDict s;
-    for (const auto& [k, t] : model->state_dict()) s.tensors.emplace_back("model." + k, t);
-    for (const auto& [idx, state] : adam.state_dict().state)
-      for (const auto& [k, t] : state) s.tensors.emplace_back("optim." + std::to_string(idx) + "." + k, t);
-    s.metadata["rng.cpu"] = to_hex(ember::default_generator().get_state());
-    return s;
-  };
-  mo.load_state_dict = [&](const ft::StateDict& s) {
-    ember::nn::StateDict msd;
-    ember::optim::OptimizerStateDict osd = adam.state_dict();
-    osd.state.clear();
-    for (const auto& [name, t] : s.tensors) {
-      if (name.rfind("model.", 0) == 0) {
-        msd.emplace_back(name.substr(6), t);
-      } else if (name.rfind("optim.", 0) == 0) {
-        const size_t dot = name.find('.', 6);
-        EMBER_CHECK_T(ember::ValueError, dot != std::string::npos, "--ft: a peer sent state '", name, "'");
-        osd.state[std::stoll(name.substr(6, dot - 6))][name.substr(dot + 1)] = t;
-      }
-    }
-    model->load_state_dict(msd);
-    adam.load_state_dict(osd);
-    ember::default_generator().set_state(from_hex(s.metadata.at("rng.cpu")));
-  };
-  mo.log = [out](const std::string& line) {
-    std::fprintf(out, "%s\n", line.c_str());
-    std::fflush(out);
-  };
+  ft::ManagerOptions mo = ember_examples::ft_manager_options(*model, adam, out);
+  const int slot = mo.replica_id;
+  const ember_examples::FtFaults faults(o.ft_fault, slot, mo.incarnation, out);
+  auto fault = [&](const char* point, int64_t step) { faults.at(point, step); };
 
-  ember::parallel::DistributedDataParallelOptions ddpo;
-  ddpo.timeout_ms = mo.timeout_ms;
-  ddpo.deterministic = o.deterministic;
-  ddpo.num_shards = o.shards;
+  const ember::parallel::DistributedDataParallelOptions ddpo{
+      .timeout_ms = mo.timeout_ms, .deterministic = o.deterministic, .num_shards = o.shards};
   ft::Manager manager(mo);
   std::fprintf(out, "rnn_dp: --ft: rank slot %d (incarnation %lld, pid %d, started at %.3f ms) of at most %d, %lld "
                "steps of %lld words in %lld shards, ft timeout %lld ms\n",
@@ -219,9 +101,9 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
   int order_epoch = -1;
   double loss_sum = 0.0;  // this rank's shards of the committed steps of the current epoch
   while (manager.current_step() < total) {
-    const double q0 = detail::wall_ms();
+    const double q0 = ember_examples::wall_ms();
     const bool ok = manager.start_quorum();
-    double protocol_ms = detail::wall_ms() - q0;  // time inside the manager this step
+    double protocol_ms = ember_examples::wall_ms() - q0;  // time inside the manager this step
     if (manager.finished()) break;
     const int64_t step = manager.current_step();
     if (manager.recovered()) fault("loaded", step);
@@ -275,18 +157,13 @@ std::vector<EpochResult> train_ft(const Options& o, std::FILE* out) {
       }
     }
     fault("commit", step);
-    const double c0 = detail::wall_ms();
+    const double c0 = ember_examples::wall_ms();
     const bool commit = manager.should_commit();
-    protocol_ms += detail::wall_ms() - c0;
+    protocol_ms += ember_examples::wall_ms() - c0;
     if (!commit) continue;
     adam.step();
     loss_sum += step_loss;
-    if (o.trace_steps) {
-      std::fprintf(out, "step-trace step=%lld slot=%d ranks=%d hash=%s t_ms=%.3f ft_ms=%.3f\n",
-                   static_cast<long long>(step), slot, manager.num_participants(),
-                   detail::parameter_hash(*model).c_str(), detail::wall_ms(), protocol_ms);
-      std::fflush(out);
-    }
+    if (o.trace_steps) ember_examples::print_ft_step_trace(out, step, manager, *model, protocol_ms);
     if ((step + 1) % steps_per_epoch == 0 && manager.rank() == 0) {
       say(out, "rnn_dp: epoch %lld done at step %lld over %d rank(s); rank 0's shards' loss %.4f\n",
           static_cast<long long>((step + 1) / steps_per_epoch), static_cast<long long>(step + 1),

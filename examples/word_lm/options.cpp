@@ -55,7 +55,7 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
              "gradients summed exactly; the same bits at any number of ranks and threads, and across a resume "
              "(docs/DETERMINISM.md)")
       ->disable_flag_override();
-  a.add_option("--shards", o.shards, "--deterministic: shards per step, dividing --batch-size")
+  a.add_option("--shards", o.shards, "--deterministic, --ft: shards per step, dividing --batch-size")
       ->check(at_least(1))
       ->type_name("N");
   a.add_option("--max-steps", o.max_steps,
@@ -64,30 +64,19 @@ std::unique_ptr<CLI::App> command_line(Options& o) {
       ->check(at_least(1))
       ->default_str("")
       ->type_name("N");
+  ember_examples::add_ft_flags(a, {o.ft, o.trace_steps, o.ft_fault});
   a.add_option("--checkpoint-dir", o.checkpoint_dir, "last.safetensors, best.safetensors and one per epoch")
       ->type_name("DIR");
-  a.add_option("--metrics", o.metrics_path, "JSON lines, one per epoch, appended")->type_name("PATH");
-  a.add_option_function<std::string>(
-       "--progress", [&o](const std::string& v) { o.progress = ember_examples::progress_mode_from_string(v); },
-       "auto: a bar on a terminal, else lines")
-      ->check(ember::cli::one_of({"auto", "tty", "lines", "none"}))
-      ->default_str("auto")
-      ->type_name("MODE");
-  ember_examples::add_observe_flags(a, o.observe);
+  ember_examples::add_output_flags(a, {o.metrics_path, o.progress, o.observe});
   return app;
 }
 
 }  // namespace
 
-std::string usage() {
-  Options o;
-  return command_line(o)->help();
-}
+std::string usage() { return ember_examples::usage_of<Options>(command_line); }
 
 Options parse_options(int argc, const char* const* argv) {
-  Options o;
-  auto app = command_line(o);
-  o.help = !ember::cli::parse(*app, argc, argv);
+  Options o = ember_examples::parse_command_line<Options>(command_line, argc, argv);
   if (o.help) return o;
   EMBER_CHECK_T(ValueError, !o.tied || o.nhid == o.emsize,
                 "--tied: the decoder's weight is the embedding's, so --nhid must equal --emsize (got ", o.nhid, " and ",
@@ -95,8 +84,12 @@ Options parse_options(int argc, const char* const* argv) {
   EMBER_CHECK_T(ValueError, o.ddp || o.backend.empty(), "--backend applies only with --ddp");
   EMBER_CHECK_T(ValueError, !o.deterministic || o.batch_size % o.shards == 0, "--deterministic: --batch-size ",
                 o.batch_size, " must be a multiple of --shards ", o.shards, " (every shard holds the same streams)");
-  EMBER_CHECK_T(ValueError, o.deterministic || o.max_steps == 0,
-                "--max-steps applies only with --deterministic (its mid-epoch checkpoint holds every shard's state)");
+  EMBER_CHECK_T(ValueError, o.deterministic || o.ft || o.max_steps == 0,
+                "--max-steps applies only with --deterministic (its mid-epoch checkpoint holds every shard's state) "
+                "or --ft");
+  ember_examples::check_ft_flags({o.ft, o.trace_steps, o.ft_fault}, o.ddp, o.backend, o.resume);
+  EMBER_CHECK_T(ValueError, !o.ft || o.batch_size % o.shards == 0, "--ft: --batch-size ", o.batch_size,
+                " must be a multiple of --shards ", o.shards, " (the ranks of each quorum share the shards)");
   return o;
 }
 

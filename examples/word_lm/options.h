@@ -37,6 +37,9 @@ struct Options {
   bool deterministic = false;  // the same bits at any world size (Note [word_lm shards] in train.cpp)
   int64_t shards = 4;          // --deterministic: virtual shards (groups of streams) per step
   int64_t max_steps = 0;       // stop after this many training chunks in all (0: none), checkpointing
+  bool ft = false;             // --ddp under ember-run --ft: outlive a dead rank (Note [word_lm --ft] in train_ft.cpp)
+  bool trace_steps = false;    // --ft: every rank prints its parameters' hash after every committed step
+  std::string ft_fault;        // --ft: test-only fault injection (examples/common/ft_job.h)
   std::string metrics_path = "runs/word_lm/metrics.jsonl";
   std::string checkpoint_dir = "runs/word_lm/checkpoints";
   ProgressMode progress = ProgressMode::Auto;

@@ -28,6 +28,7 @@
 #include "examples/common/progress.h"
 #include "examples/word_lm/bible_data.h"
 #include "examples/word_lm/corpus.h"
+#include "examples/word_lm/train_detail.h"
 #include "nn/checkpoint.h"
 #include "nn/functional.h"
 #include "nn/optim/sgd.h"
@@ -91,11 +92,9 @@ namespace word_lm {
 //    every shard's hidden state ([2, nlayers, batch, nhid]: h and c); --resume on any number of
 //    ranks goes on from that chunk with those states.
 
-namespace {
+namespace detail {
 
-using Clock = std::chrono::steady_clock;
 using ember::Tensor;
-using ember_examples::DistributedJob;
 using ember_examples::say;
 
 std::string fmt(double v) {
@@ -104,7 +103,30 @@ std::string fmt(double v) {
   return buf;
 }
 
-// The held-out loss: sum of token losses and token count over this rank's columns of `source`.
+Corpus load_corpus(const Options& o, std::FILE* info) {
+  CorpusSplits splits = split_by_chapter(read_bible_text(o.data));
+  if (o.train_tokens) {
+    const auto eval_tokens = static_cast<size_t>(std::max<int64_t>(*o.train_tokens / 10, 2 * o.eval_batch_size));
+    splits.train.resize(std::min(splits.train.size(), static_cast<size_t>(*o.train_tokens)));
+    splits.valid.resize(std::min(splits.valid.size(), eval_tokens));
+    splits.test.resize(std::min(splits.test.size(), eval_tokens));
+  }
+  const Vocabulary vocab(splits.train, o.vocab_size);
+  Corpus c;
+  c.ntoken = vocab.size();
+  c.train = vocab.encode(splits.train);
+  c.valid = vocab.encode(splits.valid);
+  c.test = vocab.encode(splits.test);
+  const int64_t unk = std::count(c.train.begin(), c.train.end(), int64_t{0});
+  say(info,
+      "word_lm: corpus %s: %lld chapters, %lld verses; tokens train=%zu valid=%zu test=%zu%s; vocabulary %lld "
+      "(%.2f%% of training tokens are <unk>)\n",
+      o.data.c_str(), static_cast<long long>(splits.chapters), static_cast<long long>(splits.verses),
+      c.train.size(), c.valid.size(), c.test.size(), o.train_tokens ? " (--train-tokens)" : "",
+      static_cast<long long>(c.ntoken), c.train.empty() ? 0.0 : 100.0 * static_cast<double>(unk) / c.train.size());
+  return c;
+}
+
 std::pair<double, double> evaluate(RNNModel& model, const Tensor& source, int64_t bptt) {
   ember::NoGradGuard no_grad;
   model.eval();
@@ -123,10 +145,9 @@ std::pair<double, double> evaluate(RNNModel& model, const Tensor& source, int64_
   return {sum, count};
 }
 
-// What a checkpoint must agree on with this run for --resume to continue the same run.
-std::map<std::string, std::string> run_identity(const Options& o, const DistributedJob& job, int64_t ntoken) {
+std::map<std::string, std::string> run_identity(const Options& o, int world, int64_t ntoken) {
   return {{"seed", std::to_string(o.seed)},
-          {"ddp_world_size", o.deterministic ? "any" : o.ddp ? std::to_string(job.world) : "none"},
+          {"ddp_world_size", o.deterministic ? "any" : o.ddp ? std::to_string(world) : "none"},
           {"deterministic_shards", o.deterministic ? std::to_string(o.shards) : "none"},
           {"batch_size", std::to_string(o.batch_size)},
           {"bptt", std::to_string(o.bptt)},
@@ -137,11 +158,13 @@ std::map<std::string, std::string> run_identity(const Options& o, const Distribu
           {"tied", o.tied ? "true" : "false"}};
 }
 
+ModelConfig model_config(const Options& o, int64_t ntoken) {
+  return {.ntoken = ntoken, .ninp = o.emsize, .nhid = o.nhid, .nlayers = o.nlayers, .dropout = o.dropout, .tied = o.tied};
+}
+
 std::string last_checkpoint_path(const std::string& dir) { return dir + "/last.safetensors"; }
 std::string hidden_path(const std::string& checkpoint) { return checkpoint + ".hidden"; }
 
-// The default generators' seed for shard `shard`'s forward in chunk `chunk` of epoch `epoch`
-// (Note [word_lm shards]): splitmix64 of the four, so neighbours get unrelated streams.
 uint64_t shard_seed(uint64_t seed, int epoch, int64_t chunk, int64_t shard) {
   uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0xBF58476D1CE4E5B9ull +
                static_cast<uint64_t>(chunk) * 0x94D049BB133111EBull + static_cast<uint64_t>(shard) + 1;
@@ -149,6 +172,20 @@ uint64_t shard_seed(uint64_t seed, int epoch, int64_t chunk, int64_t shard) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+}  // namespace detail
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ember::Tensor;
+using detail::evaluate;
+using detail::fmt;
+using detail::hidden_path;
+using detail::last_checkpoint_path;
+using detail::shard_seed;
+using ember_examples::DistributedJob;
+using ember_examples::say;
 
 struct RunState {
   int epochs_done = 0;
@@ -174,7 +211,7 @@ RunState resume_from(const Options& o, const DistributedJob& job, RNNModel& mode
   for (const auto& [key, value] : ember::read_safetensors_header(path).metadata) {
     if (key.rfind("extra.", 0) == 0) extra[key.substr(6)] = value;
   }
-  for (const auto& [key, value] : run_identity(o, job, ntoken)) {
+  for (const auto& [key, value] : detail::run_identity(o, job.world, ntoken)) {
     auto it = extra.find(key);
     EMBER_CHECK_T(ember::ValueError, it != extra.end() && it->second == value, "--resume: ", path,
                   " was written by a run with ", key, "=", it == extra.end() ? "<absent>" : it->second,
@@ -205,7 +242,7 @@ void save_epoch(const Options& o, const DistributedJob& job, const RNNModel& mod
                 const ember::optim::Optimizer& optimizer, int64_t ntoken, const EpochResult& r, const RunState& s,
                 bool best) {
   std::filesystem::create_directories(o.checkpoint_dir);
-  auto extra = run_identity(o, job, ntoken);
+  auto extra = detail::run_identity(o, job.world, ntoken);
   extra["epoch"] = std::to_string(r.epoch);
   extra["next_lr"] = fmt(s.lr);
   extra["best_val_loss"] = fmt(s.best_val);
@@ -220,8 +257,6 @@ void save_epoch(const Options& o, const DistributedJob& job, const RNNModel& mod
 
 void append_metrics(const Options& o, const DistributedJob& job, const EpochResult& r, double next_lr, int threads,
                     double eval_s, const std::vector<int64_t>& split_tokens, int64_t ntoken) {
-  const std::filesystem::path p(o.metrics_path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
   const nlohmann::json j = {
       {"epoch", r.epoch},
       {"lr", r.lr},
@@ -250,14 +285,8 @@ void append_metrics(const Options& o, const DistributedJob& job, const EpochResu
       {"seed", o.seed},
       {"ddp_world_size", o.ddp ? job.world : 0},
       {"threads", threads},
-      {"time", static_cast<int64_t>(
-                   std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                       .count())}};
-  std::ofstream f(o.metrics_path, std::ios::app);
-  EMBER_CHECK(f.good(), "cannot open the metrics file ", o.metrics_path);
-  f << j.dump() << '\n';
-  f.flush();
-  EMBER_CHECK(f.good(), "cannot write the metrics file ", o.metrics_path);
+      {"time", ember_examples::unix_time_s()}};
+  ember_examples::append_metrics_line(o.metrics_path, j.dump());
 }
 
 }  // namespace
@@ -334,6 +363,7 @@ std::vector<ChunkMemory> memory_per_chunk(const ModelConfig& config, int64_t bat
 // ---- the run ------------------------------------------------------------------------------------
 
 std::vector<EpochResult> train(const Options& o, std::FILE* out) {
+  if (o.ft) return train_ft(o, out);  // Note [word_lm --ft] in train_ft.cpp
   const DistributedJob job =
       ember_examples::join_job("word_lm", {.ddp = o.ddp, .backend = o.backend, .timeout_s = o.timeout_s}, out);
   std::FILE* info = job.is_main() ? out : nullptr;  // see Note [word_lm under DDP]
@@ -352,23 +382,8 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   }
 
   // ---- data (Note [Corpus recipe] in corpus.cpp) ----------------------------------------------
-  CorpusSplits splits = split_by_chapter(read_bible_text(o.data));
-  if (o.train_tokens) {
-    const auto eval_tokens = static_cast<size_t>(std::max<int64_t>(*o.train_tokens / 10, 2 * o.eval_batch_size));
-    splits.train.resize(std::min(splits.train.size(), static_cast<size_t>(*o.train_tokens)));
-    splits.valid.resize(std::min(splits.valid.size(), eval_tokens));
-    splits.test.resize(std::min(splits.test.size(), eval_tokens));
-  }
-  const Vocabulary vocab(splits.train, o.vocab_size);
-  const std::vector<int64_t> train_ids = vocab.encode(splits.train), valid_ids = vocab.encode(splits.valid),
-                             test_ids = vocab.encode(splits.test);
-  const int64_t unk = std::count(train_ids.begin(), train_ids.end(), int64_t{0});
-  say(info,
-      "word_lm: corpus %s: %lld chapters, %lld verses; tokens train=%zu valid=%zu test=%zu%s; vocabulary %lld "
-      "(%.2f%% of training tokens are <unk>)\n",
-      o.data.c_str(), static_cast<long long>(splits.chapters), static_cast<long long>(splits.verses),
-      train_ids.size(), valid_ids.size(), test_ids.size(), o.train_tokens ? " (--train-tokens)" : "",
-      static_cast<long long>(vocab.size()), train_ids.empty() ? 0.0 : 100.0 * static_cast<double>(unk) / train_ids.size());
+  const detail::Corpus corpus = detail::load_corpus(o, info);
+  const std::vector<int64_t>&train_ids = corpus.train, &valid_ids = corpus.valid, &test_ids = corpus.test;
   // --deterministic: this rank's shards [first_shard, last_shard) of shard_width streams each, and
   // every stream of the held-out splits (Note [word_lm shards]).
   const int64_t first_shard = job.rank * o.shards / job.world, last_shard = (job.rank + 1) * o.shards / job.world;
@@ -383,13 +398,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
 
   // ---- model, optimizer, DDP ------------------------------------------------------------------
   ember::manual_seed(o.seed);
-  ModelConfig mc;
-  mc.ntoken = vocab.size();
-  mc.ninp = o.emsize;
-  mc.nhid = o.nhid;
-  mc.nlayers = o.nlayers;
-  mc.dropout = o.dropout;
-  mc.tied = o.tied;
+  const ModelConfig mc = detail::model_config(o, corpus.ntoken);
   auto model = std::make_shared<RNNModel>(mc);
   ember::optim::SGD optimizer(model->parameters(), ember::optim::SGDOptions(o.lr));
   RunState state;
@@ -409,16 +418,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
   TruncatedBptt loop(forward, model->parameters(), optimizer, o.clip, o.bptt);
   // --deterministic without --ddp: the same exact shard sum in this process alone.
   std::unique_ptr<ember::parallel::DeterministicReducer> local_shards;
-  if (o.deterministic && !o.ddp) {
-    std::vector<Tensor> params;
-    std::vector<std::string> names;
-    for (auto& [name, p] : model->named_parameters()) {
-      params.push_back(p);
-      names.push_back(name);
-    }
-    local_shards = std::make_unique<ember::parallel::DeterministicReducer>(
-        params, names, nullptr, ember::parallel::DeterministicReducerOptions{.num_shards = o.shards});
-  }
+  if (o.deterministic && !o.ddp) local_shards = ember_examples::local_shard_reducer(*model, o.shards);
 
   int64_t num_params = 0;
   for (const Tensor& p : model->parameters()) num_params += p.numel();
@@ -555,7 +555,7 @@ std::vector<EpochResult> train(const Options& o, std::FILE* out) {
           at.loss_count = carried_count + so_far[1];
           if (job.is_main()) {
             std::filesystem::create_directories(o.checkpoint_dir);
-            auto extra = run_identity(o, job, mc.ntoken);
+            auto extra = detail::run_identity(o, job.world, mc.ntoken);
             extra["epoch"] = std::to_string(at.epochs_done);
             extra["next_lr"] = fmt(at.lr);
             extra["best_val_loss"] = fmt(at.best_val);

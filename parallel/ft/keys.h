@@ -20,6 +20,14 @@ inline std::string heartbeat_key(int slot) { return std::string(kPrefix) + "hb/"
 /// past the ft timeout while its peers waited on it).
 inline std::string kill_key(int slot) { return std::string(kPrefix) + "kill/" + std::to_string(slot); }
 
+/// A counter the launcher adds 1 to for every start of `slot`'s process: its value less one is
+/// that start's incarnation, unique across launchers (a node's ember-run started again after
+/// the last one died goes on counting where that one stopped).
+inline std::string incarnation_key(int slot) { return std::string(kPrefix) + "incarnation/" + std::to_string(slot); }
+/// Written by node `node`'s launcher once all its ranks exited with success: node 0's launcher,
+/// which hosts the store, keeps it up until every other node wrote it or went silent.
+inline std::string node_done_key(int node) { return std::string(kPrefix) + "node-done/" + std::to_string(node); }
+
 inline std::string dead_heartbeat(int64_t incarnation) { return std::to_string(incarnation) + ":dead"; }
 
 /// A heartbeat value parsed: incarnation and counter (dead: the launcher's mark).

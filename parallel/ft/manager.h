@@ -75,10 +75,9 @@ class Manager {
   /// Throws ValueError for missing callbacks, a null store or slots out of range. Starts nothing:
   /// the heartbeat begins with the first start_quorum, so a rank is waited for only once it is
   /// ready to step.
+  /// Not copyable or movable: it owns the monitor thread, which refers to it.
   explicit Manager(ManagerOptions options);
   ~Manager();
-  Manager(const Manager&) = delete;
-  Manager& operator=(const Manager&) = delete;
 
   /// Before each step: joins the quorum, re-forms the group if its members changed and, when
   /// this rank is behind, loads a live peer's state (or sends its own to a rank that is behind).

@@ -30,34 +30,9 @@
 
 extern char** environ;
 
+// Inside rnn_dp_test: its helpers and the --ddp arguments (kSmall, kLong) need no qualification.
+namespace rnn_dp_test {
 namespace {
-
-namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-using rnn_dp_test::expect_same_parameters;
-using rnn_dp_test::kDictDir;
-using rnn_dp_test::read_metrics;
-using rnn_dp_test::run_command;
-using rnn_dp_test::RunResult;
-
-// 384 training words (64 per language): with a global batch of 64 or 48 every batch is full on
-// every rank, which is what makes the ranks' averaged gradient the single process's (see Note
-// [DDP mode]). The kill tests use 6000 words so that an epoch lasts long enough to kill in.
-const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
-// The kill tests kill rank 1 once rank 0 has printed epoch 1. An epoch of kLong takes about
-// 0.3 s on an idle machine, so 8 epochs leave rank 0 seconds of training to notice in, even
-// when the test's own polling is slow to see the line.
-constexpr int kLongEpochs = 8;
-const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
-                          std::to_string(kLongEpochs) + " --timeout 60";
-const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
-
-using rnn_dp_test::Child;
-using rnn_dp_test::free_port;
-using rnn_dp_test::read_file;
-using rnn_dp_test::spawn;
-using rnn_dp_test::wait_exit;
-using rnn_dp_test::wait_for;
 
 class RnnDpDdp : public rnn_dp_test::RunDirTest {};
 
@@ -264,3 +239,4 @@ TEST_F(RnnDpDdp, UnevenShardsTrainEveryWordOnceUnderJoin) {
 }
 
 }  // namespace
+}  // namespace rnn_dp_test

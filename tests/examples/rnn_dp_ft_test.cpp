@@ -1,9 +1,11 @@
 // examples/rnn_dp --ddp --ft under `ember-run --ft` on 4 ranks (CPU, tcp), with faults injected by
-// --ft-fault (a rank raises SIGKILL or SIGSTOP on itself at a given step and point: Note [FT mode]
-// in examples/rnn_dp/train_ft.cpp). Every run checks, from the ranks' "ft-trace" lines: every step
-// 0..N-1 was committed, no rank committed a step twice or out of order, every rank that committed
-// a step holds the same parameters after it (hash), and, with --deterministic, the final
-// checkpoint's SHA-256 equals the undisturbed one-process run's.
+// --ft-fault (a rank raises SIGKILL or SIGSTOP on itself at a given step and point:
+// examples/common/ft_job.h), and on two ember-run --ft "nodes" of 2 ranks, one of which is
+// SIGKILLed and started again. Every run checks, from the ranks' "step-trace" lines
+// (tests/examples/ft_trace_util.h): every step 0..N-1 was committed, no rank committed a step
+// twice or out of order, every rank that committed a step holds the same parameters after it
+// (hash), and, with --deterministic, the final checkpoint's SHA-256 equals the undisturbed
+// one-process run's.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "tests/examples/deterministic_state_hash.h"
+#include "tests/examples/ft_trace_util.h"
 #include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/rnn_dp_test_util.h"
 
@@ -28,23 +31,8 @@ constexpr int kSteps = 40;
 const std::string kDet = "--limit 64 --batch-size 48 --epochs 5 --max-steps 40 --dropout 0.3 --progress none "
                          "--deterministic --shards 8 --workers 0 --threads 1";
 
-struct Trace {
-  std::map<int64_t, std::set<std::string>> hashes;  // step -> the hashes ranks reported
-  std::map<int, std::vector<int64_t>> steps;        // slot -> its committed steps in order
-  std::map<int64_t, int> ranks;                     // step -> participants
-};
-
-Trace parse(const std::string& output) {
-  Trace t;
-  static const std::regex line(R"(step-trace step=(\d+) slot=(\d+) ranks=(\d+) hash=([0-9a-f]+))");
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line); it != std::sregex_iterator(); ++it) {
-    const int64_t step = std::stoll((*it)[1]);
-    t.hashes[step].insert((*it)[4]);
-    t.steps[std::stoi((*it)[2])].push_back(step);
-    t.ranks[step] = std::stoi((*it)[3]);
-  }
-  return t;
-}
+using ft_test::parse;
+using ft_test::Trace;
 
 class RnnDpFt : public rnn_dp_test::RunDirTest {
  protected:
@@ -66,16 +54,7 @@ class RnnDpFt : public rnn_dp_test::RunDirTest {
   // The checks every run gets (see the file comment).
   void expect_transactional(const std::string& name, const RunResult& r) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    const Trace t = parse(r.output);
-    for (int64_t s = 0; s < kSteps; ++s) {
-      ASSERT_TRUE(t.hashes.count(s)) << "step " << s << " was never committed\n" << r.output;
-      EXPECT_EQ(t.hashes.at(s).size(), 1u) << "ranks disagree after step " << s << "\n" << r.output;
-    }
-    EXPECT_EQ(t.hashes.rbegin()->first, kSteps - 1) << r.output;
-    for (const auto& [slot, steps] : t.steps)
-      for (size_t i = 1; i < steps.size(); ++i)
-        EXPECT_GT(steps[i], steps[i - 1]) << "slot " << slot << " committed step " << steps[i] << " twice or late\n"
-                                          << r.output;
+    ft_test::expect_transactional(r.output, kSteps);
     EXPECT_EQ(state_sha256(last(name)), reference()) << r.output;
   }
 };
@@ -173,15 +152,110 @@ TEST_F(RnnDpFt, StoreLossEndsTheJobInsteadOfHanging) {
   }
 }
 
-TEST_F(RnnDpFt, BadOptionsAreRefused) {
-  for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
-           {"--ft", "--ft applies only with --ddp"},
-           {"--ddp --ft --zero", "--ft: --zero, --uneven, --amp, --augment and --resume are not supported"},
-           {"--trace-steps", "--trace-steps applies only with --ddp"}}) {
-    RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " " + args);
-    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find(text), std::string::npos) << args << "\n" << r.output;
+// ---- several nodes -------------------------------------------------------------------------------
+
+// Two `ember-run --ft` "nodes" of 2 ranks each on loopback, sharing node 0's store (one token):
+// node n holds rank slots 2n and 2n + 1.
+class FtNodes {
+ public:
+  FtNodes(const fs::path& dir, std::string args) : dir_(dir), port_(rnn_dp_test::free_port()), args_(std::move(args)) {}
+  rnn_dp_test::Child start(int node, const std::string& tag) const {
+    return rnn_dp_test::spawn(
+        rnn_dp_test::words(std::string(EMBER_RUN_BINARY) + " --ft --ft-timeout 2 --nnodes 2 --node-rank " +
+                           std::to_string(node) + " --nproc-per-node 2 --master-addr 127.0.0.1 --master-port " +
+                           std::to_string(port_) + " " + RNN_DP_BINARY + " --ddp --ft --trace-steps " + args_),
+        {"EMBER_STORE_TOKEN=rnn-dp-ft-nodes"}, dir_ / ("node" + std::to_string(node) + "-" + tag + ".log"));
   }
+
+ private:
+  fs::path dir_;
+  int port_;
+  std::string args_;
+};
+
+// The pids of the ranks a log announced ("rank slot S (incarnation I, pid P, ...").
+std::vector<int> rank_pids(const std::string& log) {
+  std::vector<int> pids;
+  static const std::regex line(R"(rank slot \d+ \(incarnation \d+, pid (\d+),)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), line); it != std::sregex_iterator(); ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
+// Whether every pid is gone within `timeout`.
+bool all_gone(const std::vector<int>& pids, std::chrono::seconds timeout) {
+  const auto deadline = rnn_dp_test::Clock::now() + timeout;
+  for (int pid : pids)
+    while (::kill(pid, 0) == 0) {
+      if (rnn_dp_test::Clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  return true;
+}
+
+TEST_F(RnnDpFt, LostNodeTakesItsRanksAndANewOneJoins) {
+  SKIP_WITHOUT_WORD_LISTS();
+  // Slot 0 straggles 200 ms at every commit, so that node 1's second ember-run is up before the end.
+  FtNodes nodes(dir_, files("nodes") + " " + kDet + " --ft-fault 0:0:*:commit:SLEEP200");
+  rnn_dp_test::Child n1 = nodes.start(1, "a");  // the later node may start first
+  rnn_dp_test::Child n0 = nodes.start(0, "a");
+  ASSERT_GT(n0.pid, 0);
+  ASSERT_GT(n1.pid, 0);
+  ASSERT_TRUE(rnn_dp_test::wait_for(n1.log, std::regex("step-trace step=4 "), std::chrono::seconds(120)))
+      << rnn_dp_test::read_file(n0.log) << rnn_dp_test::read_file(n1.log);
+  const std::vector<int> node1_ranks = rank_pids(rnn_dp_test::read_file(n1.log));
+  ASSERT_EQ(node1_ranks.size(), 2u) << rnn_dp_test::read_file(n1.log);
+  ::kill(n1.pid, SIGKILL);  // node 1's ember-run: nobody writes its ranks' death marks
+  ::waitpid(n1.pid, nullptr, 0);
+  EXPECT_TRUE(all_gone(node1_ranks, std::chrono::seconds(10))) << "node 1's ranks outlived its ember-run";
+  // Node 0's ranks drop the silent slots after --ft-timeout and commit steps on their own.
+  EXPECT_TRUE(
+      rnn_dp_test::wait_for(n0.log, std::regex("step-trace step=\\d+ slot=0 ranks=2 "), std::chrono::seconds(30)))
+      << rnn_dp_test::read_file(n0.log);
+  rnn_dp_test::Child n1b = nodes.start(1, "b");  // the same command again: the replacement node
+  const auto s0 = rnn_dp_test::wait_exit(n0.pid, std::chrono::seconds(120));
+  const auto s1 = rnn_dp_test::wait_exit(n1b.pid, std::chrono::seconds(30));
+  RunResult r;
+  r.output = rnn_dp_test::read_file(n0.log) + rnn_dp_test::read_file(n1.log) + rnn_dp_test::read_file(n1b.log);
+  ASSERT_TRUE(s0 && WIFEXITED(*s0) && WEXITSTATUS(*s0) == 0) << r.output;
+  ASSERT_TRUE(s1 && WIFEXITED(*s1) && WEXITSTATUS(*s1) == 0) << r.output;
+  r.exit_code = 0;
+  expect_transactional("nodes", r);
+  const Trace t = parse(r.output);
+  EXPECT_NE(r.output.find("ranks (slots 0, 1); slot 2 "), std::string::npos) << r.output;
+  EXPECT_EQ(t.ranks.at(kSteps - 1), 4) << "the new node's ranks took part\n" << r.output;
+  const std::string second = rnn_dp_test::read_file(n1b.log);
+  EXPECT_TRUE(std::regex_search(second, std::regex("slot [23] \\(incarnation 1\\) joined at step \\d+: state "
+                                                   "received from slot [01] .*no checkpoint read")))
+      << second;
+}
+
+TEST_F(RnnDpFt, LostNodeZeroFailsTheOtherNodeInsteadOfHanging) {
+  SKIP_WITHOUT_WORD_LISTS();
+  FtNodes nodes(dir_, files("node0loss") + " --limit 64 --batch-size 48 --epochs 1000 --shards 8 --workers 0 "
+                                           "--threads 1 --progress none");
+  rnn_dp_test::Child n0 = nodes.start(0, "a");
+  rnn_dp_test::Child n1 = nodes.start(1, "a");
+  ASSERT_TRUE(rnn_dp_test::wait_for(n1.log, std::regex("step-trace step=3 "), std::chrono::seconds(120)))
+      << rnn_dp_test::read_file(n0.log) << rnn_dp_test::read_file(n1.log);
+  const std::vector<int> node1_ranks = rank_pids(rnn_dp_test::read_file(n1.log));
+  ::kill(n0.pid, SIGKILL);  // node 0's ember-run and the store it hosts
+  ::waitpid(n0.pid, nullptr, 0);
+  const auto t0 = rnn_dp_test::Clock::now();
+  const auto s1 = rnn_dp_test::wait_exit(n1.pid, std::chrono::seconds(20));
+  const std::string out = rnn_dp_test::read_file(n1.log);
+  ASSERT_TRUE(s1.has_value()) << "node 1's ember-run hung after the store died\n" << out;
+  EXPECT_TRUE(WIFEXITED(*s1) && WEXITSTATUS(*s1) != 0) << out;
+  EXPECT_LT(rnn_dp_test::Clock::now() - t0, std::chrono::seconds(12)) << out;
+  EXPECT_NE(out.find("ember-run: error: lost the job's store at 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_TRUE(all_gone(node1_ranks, std::chrono::seconds(5))) << out;
+}
+
+TEST_F(RnnDpFt, BadOptionsAreRefused) {
+  rnn_dp_test::expect_refused(RNN_DP_BINARY, {
+      {"--ft", "--ft applies only with --ddp"},
+      {"--ddp --ft --zero", "--ft: --zero, --uneven, --amp, --augment and --resume are not supported"},
+      {"--trace-steps", "--trace-steps applies only with --ddp"}});
   RunResult r = rnn_dp_test::run_command(std::string(RNN_DP_BINARY) + " --ddp --ft --limit 64 --dict-dir " +
                                          rnn_dp_test::kDictDir);
   EXPECT_EQ(r.exit_code, 1) << r.output;

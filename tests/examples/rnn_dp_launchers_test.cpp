@@ -20,33 +20,18 @@
 #include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/rnn_dp_test_util.h"
 
+// Inside rnn_dp_test: its helpers and the --ddp arguments (kSmall, kLong) need no qualification.
+namespace rnn_dp_test {
 namespace {
 
-namespace fs = std::filesystem;
-using rnn_dp_test::Child;
-using rnn_dp_test::Clock;
-using rnn_dp_test::expect_same_parameters;
-using rnn_dp_test::free_port;
-using rnn_dp_test::kDictDir;
-using rnn_dp_test::read_file;
-using rnn_dp_test::run_command;
-using rnn_dp_test::RunResult;
-using rnn_dp_test::spawn;
-using rnn_dp_test::wait_exit;
-using rnn_dp_test::wait_for;
-
-// As rnn_dp_ddp_test: full batches on every rank for 2 and 3 ranks (see Note [DDP mode]).
-const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
-constexpr int kLongEpochs = 8;
-const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
-                          std::to_string(kLongEpochs) + " --timeout 60";
-const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
-
-std::vector<std::string> words(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string w; in >> w;) out.push_back(w);
-  return out;
+// Every one of the `world` ranks announced itself, and they trained over the tcp backend.
+void expect_tcp_ranks(const std::string& output, int world) {
+  for (int rank = 0; rank < world; ++rank)
+    EXPECT_NE(output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)), std::string::npos)
+        << output;
+  EXPECT_NE(output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
+            std::string::npos)
+      << output;
 }
 
 std::string source_dir() {
@@ -88,13 +73,7 @@ TEST_F(RnnDpLaunchers, TorchrunTwoAndThreeRanksFollowTheSingleProcess) {
                               " --no_python " + RNN_DP_BINARY + " --ddp " + files(name) + " " + kSmall +
                               " --epochs 2 " + batch);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (int rank = 0; rank < world; ++rank)
-      EXPECT_NE(r.output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)),
-                std::string::npos)
-          << r.output;
-    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
-              std::string::npos)
-        << r.output;
+    expect_tcp_ranks(r.output, world);
     EXPECT_NE(r.output.find("epoch=2 "), std::string::npos) << r.output;
     RunResult s = rnn_dp("single" + std::to_string(world), kSmall + " --epochs 2 --single-device " + batch);
     ASSERT_EQ(s.exit_code, 0) << s.output;
@@ -228,13 +207,7 @@ TEST_F(RnnDpLaunchers, SrunTwoRanksAndThreeOnOneNodeFollowTheSingleProcess) {
     RunResult r = slurm.srun(how + " --kill-on-bad-exit=1 env -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE " +
                              RNN_DP_BINARY + " --ddp " + files(name) + " " + kSmall + " --epochs 2 " + batch);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    for (int rank = 0; rank < world; ++rank)
-      EXPECT_NE(r.output.find("rnn_dp: rank " + std::to_string(rank) + " of " + std::to_string(world)),
-                std::string::npos)
-          << r.output;
-    EXPECT_NE(r.output.find("DistributedDataParallel over " + std::to_string(world) + " ranks (tcp backend)"),
-              std::string::npos)
-        << r.output;
+    expect_tcp_ranks(r.output, world);
     RunResult s = rnn_dp("single" + std::to_string(world), kSmall + " --epochs 2 --single-device " + batch);
     ASSERT_EQ(s.exit_code, 0) << s.output;
     expect_same_parameters(last(name), last("single" + std::to_string(world)), 1e-5);
@@ -397,3 +370,4 @@ TEST_F(RnnDpLaunchers, LostNodeFailsTheOtherAndAReplacementJoinsTheRestart) {
 }
 
 }  // namespace
+}  // namespace rnn_dp_test

@@ -1,14 +1,12 @@
 // Child processes for the rnn_dp end-to-end tests: spawning with extra environment and one
 // log file, waiting for a line in that log, waiting for an exit (killing on timeout), a free
-// loopback port; RunDirTest, a fixture giving each run its own metrics file and checkpoint
+// loopback port, a command line split into words; RunDirTest, a fixture giving each run its own metrics file and checkpoint
 // directory under a fresh temporary directory. Used from the test's main thread.
 #pragma once
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +23,7 @@
 
 #include "core/serialization.h"
 #include "tests/examples/rnn_dp_test_util.h"
+#include "tests/support/free_port.h"
 
 extern char** environ;
 
@@ -94,20 +93,26 @@ inline std::optional<int> wait_exit(pid_t pid, std::chrono::seconds timeout) {
   return std::nullopt;
 }
 
-inline int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    ::close(fd);
-    return 0;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
+using ember::support::free_port;
+
+// The --ddp runs of rnn_dp_ddp_test and rnn_dp_launchers_test. 384 training words (64 per
+// language): with a global batch of 64 or 48 every batch is full on every rank, which is what
+// makes the ranks' averaged gradient the single process's (see Note [DDP mode]). The kill tests
+// use 6000 words so that an epoch lasts long enough to kill in: they kill rank 1 once rank 0 has
+// printed epoch 1. An epoch of kLong takes about 0.3 s on an idle machine, so 8 epochs leave
+// rank 0 seconds of training to notice in, even when the test's own polling is slow to see the line.
+inline const std::string kSmall = "--limit 64 --threads 1 --workers 1 --progress none";
+inline constexpr int kLongEpochs = 8;
+inline const std::string kLong = "--limit 1000 --threads 1 --workers 1 --progress none --epochs " +
+                                 std::to_string(kLongEpochs) + " --timeout 60";
+inline const std::string kLastEpoch = "epoch=" + std::to_string(kLongEpochs) + " ";
+
+/// A command line split at blanks, for spawn() (no quoting).
+inline std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
 }
 
 /// Starts a launcher (argv, output to log), waits until its rank 1 announced its pid and the

@@ -1,5 +1,5 @@
 // What the rnn_dp tests share: whether the word lists are installed, running a command and
-// collecting its output, the metrics file, and comparing the model tensors of two checkpoints.
+// collecting its output, a command line that must be refused, the metrics file, and comparing the model tensors of two checkpoints.
 #pragma once
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -51,6 +52,16 @@ inline RunResult run_command(const std::string& cmd) {
   const int status = ::pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   return r;
+}
+
+/// Each of `cases` (arguments, a piece of the expected message): `program` with those arguments
+/// exits with code 2 (a bad command line) and says so.
+inline void expect_refused(const std::string& program, const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [args, text] : cases) {
+    RunResult r = run_command(program + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(text), std::string::npos) << args << "\n" << r.output;
+  }
 }
 
 inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& path) {

@@ -3,13 +3,15 @@
 // steps, which cross two epoch ends (validation, learning-rate annealing), is the same for one
 // process with 1 or 2 intra-op threads; DistributedDataParallel over 1, 2, 3 and 4 ranks under
 // ember-run (tcp) and 2 and 3 under mpirun (mpi); and a job stopped at step 7 on 3 ranks and
-// resumed on 2. Without --deterministic the one-process and two-rank hashes differ.
+// resumed on 2. Without --deterministic the one-process and two-rank hashes differ. Under
+// ember-run --ft, a rank killed and replaced mid-run changes nothing either.
 // 12 streams in 6 shards of 2 (4 ranks hold 1, 2, 1 and 2), 9 chunks of 10 tokens an epoch.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "tests/examples/deterministic_state_hash.h"
+#include "tests/examples/ft_trace_util.h"
 #include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/word_lm_test_util.h"
 
@@ -94,14 +96,34 @@ TEST_F(WordLmDeterministic, WithoutTheModeTheHashDependsOnTheWorldSize) {
       << "the default mode gave the same bits on 1 and 2 ranks: the test above proves nothing";
 }
 
+// --ft under ember-run --ft on 4 ranks: rank 1 is SIGKILLed at step 5 (mid-all-reduce), the 3
+// survivors redo it, its replacement joins with a live rank's state (model, every shard's LSTM
+// state, learning rate), and the final state is the undisturbed one-process run's.
+TEST_F(WordLmDeterministic, KilledRankUnderFtChangesNothing) {
+  SKIP_WITHOUT_BIBLE();
+  const std::string ref = single("ftref", kDet + " --threads 1");
+  // Rank 0 straggles at step 7 so that the replacement (a new process) is up before the end.
+  RunResult r = run_command(std::string(EMBER_RUN_BINARY) +
+                            " --ft --ft-timeout 3 --max-restarts 1 --nproc-per-node 4 " + WORD_LM_BINARY +
+                            " --ddp --ft --trace-steps " + files("ft") + " " + kDet +
+                            " --threads 1 --ft-fault 1:0:5:backward:KILL,0:0:7:commit:SLEEP2500");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ft_test::expect_transactional(r.output, 20);
+  const ft_test::Trace t = ft_test::parse(r.output);
+  EXPECT_EQ(t.ranks.at(5), 3) << "step 5 was redone by the 3 survivors\n" << r.output;
+  EXPECT_EQ(t.ranks.at(19), 4) << "the replacement took part again\n" << r.output;
+  EXPECT_NE(r.output.find("[rank 1]: ft: slot 1 (incarnation 1) joined at step"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch=2 "), std::string::npos) << "two epoch ends were crossed\n" << r.output;
+  EXPECT_EQ(hash("ft"), ref) << r.output;
+}
+
 TEST_F(WordLmDeterministic, BadOptionsAreRefused) {
-  for (const auto& [args, text] : std::vector<std::pair<std::string, std::string>>{
-           {"--deterministic --batch-size 10 --shards 4", "must be a multiple of --shards 4"},
-           {"--max-steps 3", "--max-steps applies only with --deterministic"}}) {
-    RunResult r = run_command(std::string(WORD_LM_BINARY) + " " + args);
-    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find(text), std::string::npos) << args << "\n" << r.output;
-  }
+  rnn_dp_test::expect_refused(WORD_LM_BINARY, {
+      {"--deterministic --batch-size 10 --shards 4", "must be a multiple of --shards 4"},
+      {"--max-steps 3", "--max-steps applies only with --deterministic"},
+      {"--ft", "--ft applies only with --ddp"},
+      {"--ddp --ft --batch-size 10 --shards 4", "--ft: --batch-size 10 must be a multiple of --shards 4"},
+      {"--ft-fault 1:0:1:forward:KILL", "--ft-fault applies only with --ft"}});
   SKIP_WITHOUT_BIBLE();
   RunResult r = ranks(3, "few", kArgs + " --deterministic --shards 2 --threads 1");
   EXPECT_NE(r.exit_code, 0) << r.output;

@@ -20,6 +20,7 @@
 #include "nn/optim/sgd.h"
 #include "tests/examples/rnn_dp_process_util.h"
 #include "tests/examples/word_lm_test_util.h"
+#include "tests/support/error_text.h"
 
 namespace {
 
@@ -95,13 +96,11 @@ TEST_F(WordLm, ResumeEqualsTheUninterruptedRun) {
   EXPECT_EQ(resumed[0].test_loss, straight[3].test_loss);
   rnn_dp_test::expect_identical_checkpoints(last("straight"), last("split"));
   // A checkpoint of another configuration is refused, naming the difference.
-  try {
+  const std::string untied = ember::support::error_of<ember::ValueError>([&] {
     run("split", {"--train-tokens", "12000", "--vocab-size", "500", "--emsize", "24", "--nhid", "24", "--epochs", "5",
                   "--resume"});
-    FAIL() << "resumed a tied run untied";
-  } catch (const ember::ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("tied"), std::string::npos) << e.what();
-  }
+  });
+  EXPECT_NE(untied.find("tied"), std::string::npos) << untied;
 }
 
 // After N and after 2N chunks (Note [Memory per chunk] in examples/word_lm/train.cpp): with
@@ -162,13 +161,8 @@ TEST(WordLmModel, TiedDecoderIsTheEmbeddingParameter) {
 }
 
 TEST(WordLmOptions, BadCommandLinesAreValueErrorsNamingTheFlag) {
-  auto message = [](const std::vector<std::string>& args) -> std::string {
-    try {
-      parse(args);
-    } catch (const ember::ValueError& e) {
-      return e.what();
-    }
-    return "";
+  auto message = [](const std::vector<std::string>& args) {
+    return ember::support::error_of<ember::ValueError>([&] { parse(args); });
   };
   EXPECT_NE(message({"--tied", "--nhid", "100"}).find("--tied"), std::string::npos);
   EXPECT_NE(message({"--bptt", "0"}).find("--bptt"), std::string::npos);
@@ -192,12 +186,8 @@ TEST(WordLmOptions, BadCommandLinesAreValueErrorsNamingTheFlag) {
 // Regression: word_lm's errors began with "word_lm: ", which main() prints before every error,
 // so the name came twice. The error text starts with what went wrong.
 TEST_F(WordLm, ErrorsLeaveTheProgramNameToMain) {
-  std::string what;
-  try {
-    run("missing", {"--data", "/nonexistent/bible.data"});
-  } catch (const ember::ValueError& e) {
-    what = e.what();
-  }
+  const std::string what =
+      ember::support::error_of<ember::ValueError>([&] { run("missing", {"--data", "/nonexistent/bible.data"}); });
   EXPECT_EQ(what.rfind("the corpus /nonexistent/bible.data does not exist", 0), 0u) << what;
 }
 

@@ -8,6 +8,7 @@
 
 #include "launcher/launch_options.h"
 #include "launcher/line_prefixer.h"
+#include "tests/support/error_text.h"
 
 namespace ember::launcher {
 namespace {
@@ -55,15 +56,12 @@ TEST(LaunchOptions, EverythingAfterTheProgramBelongsToIt) {
   EXPECT_EQ(dashed.program, "--looks-like-a-flag");
 }
 
+// The UsageError's text for a command line that must be refused.
+std::string message(std::vector<std::string> args) {
+  return ember::support::error_of<UsageError>([&] { parse(std::move(args)); });
+}
+
 TEST(LaunchOptions, MistakesAreUsageErrorsThatSayWhat) {
-  auto message = [](std::vector<std::string> args) {
-    try {
-      parse(std::move(args));
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_NE(message({}).find("no program"), std::string::npos);
   EXPECT_NE(message({"--nproc-per-node", "x", "p"}).find("--nproc-per-node: expected an integer, got 'x'"),
             std::string::npos);
@@ -91,14 +89,6 @@ TEST(LaunchOptions, FaultToleranceFlags) {
   const LaunchOptions d = parse({"prog"});
   EXPECT_FALSE(d.ft);
   EXPECT_EQ(d.ft_timeout_ms, 10'000);
-  auto message = [](std::vector<std::string> args) {
-    try {
-      parse(std::move(args));
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_NE(message({"--ft-timeout", "2", "p"}).find("need --ft"), std::string::npos);
   EXPECT_NE(message({"--ft", "--ft-min-ranks", "3", "--nproc-per-node", "2", "p"}).find("more than the 2 ranks"),
             std::string::npos);

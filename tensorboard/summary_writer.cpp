@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/fd_io.h"
+#include "core/warning.h"
 #include "parallel/distributed/init.h"
 #include "parallel/distributed/process_group.h"
 #include "tensorboard/event_encoding.h"
@@ -115,7 +116,7 @@ SummaryWriter::~SummaryWriter() {
   try {
     close();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ember::SummaryWriter: %s\n", e.what());
+    EMBER_WARN("SummaryWriter: ", e.what());
   }
 }
 
@@ -142,11 +143,9 @@ void SummaryWriter::enqueue(EventFile* file, std::string event, const std::strin
   }
   // The first drop and then every power of two: a slow disk shows up without flooding stderr.
   if ((dropped & (dropped - 1)) == 0) {
-    std::fprintf(stderr,
-                 "ember::SummaryWriter: the queue is full (%zu events waiting for %s); dropped '%s' at "
-                 "step %lld (%lld dropped so far)\n",
-                 options_.max_queue, file->path.c_str(), tag.c_str(), static_cast<long long>(step),
-                 static_cast<long long>(dropped));
+    EMBER_WARN("SummaryWriter: the queue is full (", options_.max_queue, " events waiting for ", file->path,
+               "); dropped '", tag, "' at step ", static_cast<long long>(step), " (",
+               static_cast<long long>(dropped), " dropped so far)");
   }
 }
 
@@ -242,7 +241,7 @@ void SummaryWriter::run() {
     written_ += n;
     if (!error.empty() && write_error_.empty()) {
       write_error_ = error;
-      std::fprintf(stderr, "ember::SummaryWriter: %s\n", error.c_str());
+      EMBER_WARN("SummaryWriter: ", error);
     }
     cv_.notify_all();
   }
@@ -280,8 +279,8 @@ void SummaryWriter::close() {
   thread_.join();
   for (auto& f : files_) f->fd.reset();
   if (dropped_events() > 0) {
-    std::fprintf(stderr, "ember::SummaryWriter: %lld events dropped in all for %s (queue of %zu full)\n",
-                 static_cast<long long>(dropped_events()), log_dir_.c_str(), options_.max_queue);
+    EMBER_WARN("SummaryWriter: ", static_cast<long long>(dropped_events()), " events dropped in all for ", log_dir_,
+               " (queue of ", options_.max_queue, " full)");
   }
   if (!error.empty()) throw Error(error);
 }

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/warning.h"
 #include "tensorboard/detail/crc32c.h"
 #include "tensorboard/event_encoding.h"
 #include "tests/support/error_text.h"
@@ -199,12 +200,21 @@ TEST(SummaryWriter, FullQueueDropsAndCountsWithoutWaiting) {
   SummaryWriterOptions o;
   o.max_queue = 1;
   constexpr int kEvents = 20000;
-  SummaryWriter w(dir, o);
-  for (int i = 0; i < kEvents; ++i) w.add_scalar("x", i, i);
-  w.close();
-  auto r = records(read_all(w.file_path()));
-  EXPECT_GT(w.dropped_events(), 0);
-  EXPECT_EQ(static_cast<int64_t>(r.size()) - 1 + w.dropped_events(), kEvents);
+  std::vector<std::string> warnings;  // through ember's warning facility, never raw stderr
+  const WarningHandler before = set_warning_handler([&](const std::string& m) { warnings.push_back(m); });
+  {
+    SummaryWriter w(dir, o);
+    for (int i = 0; i < kEvents; ++i) w.add_scalar("x", i, i);
+    w.close();
+    auto r = records(read_all(w.file_path()));
+    EXPECT_GT(w.dropped_events(), 0);
+    EXPECT_EQ(static_cast<int64_t>(r.size()) - 1 + w.dropped_events(), kEvents);
+  }
+  set_warning_handler(before);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.front().find("SummaryWriter: the queue is full (1 events waiting for"), std::string::npos)
+      << warnings.front();
+  EXPECT_NE(warnings.back().find("events dropped in all for " + dir), std::string::npos) << warnings.back();
   fs::remove_all(dir);
 }
 

@@ -22,20 +22,10 @@
 using namespace ember;
 using parallel::DataParallel;
 using parallel::DataParallelOptions;
-using namespace parallel::test;  // Net, rows, kShards, same_bits (deterministic_shards_util.h)
+using namespace parallel::test;  // Net, rows, kShards, same_bits, train_shard_losses (deterministic_shards_util.h)
 using ::testing::HasSubstr;
 
 namespace {
-
-// One shard's own mean loss, shape [1] so that DataParallel gathers the shards' losses.
-struct ShardLoss : nn::Cloneable<ShardLoss> {
-  std::shared_ptr<Net> net;
-  ShardLoss() : Cloneable("ShardLoss") { reset(); }
-  void reset() override { net = register_module("net", std::make_shared<Net>()); }
-  Tensor forward(const Tensor& x, const Tensor& y) {
-    return ember::unsqueeze(nn::functional::mse_loss(net->forward(x), y), 0);
-  }
-};
 
 std::vector<Device> cpus(int n) {
   std::vector<Device> d;
@@ -72,46 +62,6 @@ Bits train_gathered(int devices, bool deterministic, int steps, int threads = 1)
   return values(net->parameters());
 }
 
-// The same with each shard's own mean loss: DataParallel with average_shards (devices > 0) or,
-// devices == 0, one process running the shards one by one under a group-less DeterministicReducer.
-Bits train_shard_losses(int devices, int steps) {
-  manual_seed(7);
-  auto model = std::make_shared<ShardLoss>();
-  optim::Adam adam(model->parameters(), optim::AdamOptions(0.01));
-  std::unique_ptr<DataParallel<ShardLoss>> dp;
-  std::unique_ptr<parallel::DeterministicReducer> reducer;
-  if (devices > 0) {
-    DataParallelOptions o;
-    o.devices = cpus(devices);
-    o.deterministic = true;
-    o.num_shards = kShards;
-    o.average_shards = true;
-    dp = std::make_unique<DataParallel<ShardLoss>>(model, o);
-  } else {
-    std::vector<std::string> names;
-    for (auto& [name, p] : model->named_parameters()) names.push_back(name);
-    reducer = std::make_unique<parallel::DeterministicReducer>(model->parameters(), names, nullptr,
-                                                               parallel::DeterministicReducerOptions{.num_shards = kShards});
-  }
-  for (int s = 0; s < steps; ++s) {
-    adam.zero_grad();
-    const Tensor x = rows(100, s, kShards * kShardRows, 6), y = rows(900, s, kShards * kShardRows, 3);
-    if (dp) {
-      ember::sum((*dp)(x, y)).backward();
-    } else {
-      for (int k = 0; k < kShards; ++k) {
-        reducer->set_sync(k + 1 == kShards);
-        reducer->prepare_for_backward(nullptr);
-        ember::sum(model->forward(native::narrow(x, 0, k * kShardRows, kShardRows),
-                                  native::narrow(y, 0, k * kShardRows, kShardRows)))
-            .backward();
-      }
-    }
-    adam.step();
-  }
-  return values(model->parameters());
-}
-
 TEST(DataParallelDeterministic, SameBitsOnEveryDeviceListAndThreadCount) {
   const Bits one = train_gathered(1, true, 4);
   for (int d : {2, 3, 4}) EXPECT_TRUE(same_bits(one, train_gathered(d, true, 4))) << d << " devices";
@@ -119,8 +69,8 @@ TEST(DataParallelDeterministic, SameBitsOnEveryDeviceListAndThreadCount) {
 }
 
 TEST(DataParallelDeterministic, AveragedShardsEqualTheOneProcessReducerBits) {
-  const Bits reducer = train_shard_losses(0, 4);
-  for (int d : {1, 2, 3, 4}) EXPECT_TRUE(same_bits(reducer, train_shard_losses(d, 4))) << d << " devices";
+  const Bits reducer = train_shard_losses({}, 4);
+  for (int d : {1, 2, 3, 4}) EXPECT_TRUE(same_bits(reducer, train_shard_losses(cpus(d), 4))) << d << " devices";
 }
 
 TEST(DataParallelDeterministic, MatchesTheOrdinaryGradientWithinTolerance) {

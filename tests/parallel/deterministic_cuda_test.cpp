@@ -11,9 +11,6 @@
 
 #include "core/ops/fixed_point.h"
 #include "core/ops/native.h"
-#include "nn/functional.h"
-#include "nn/optim/adam.h"
-#include "parallel/data_parallel.h"
 #include "parallel/deterministic_reducer.h"
 #include "tests/parallel/deterministic_shards_util.h"
 #include "tests/support/cuda.h"
@@ -89,66 +86,10 @@ TEST(FixedPointCuda, ExactSumOfCudaTermsEqualsTheCpuSum) {
 }
 
 using parallel::test::Bits;
-using parallel::test::kShardRows;
-using parallel::test::kShards;
 using parallel::test::same_bits;
 
-// One shard's own mean loss, shape [1], of deterministic_shards_util.h's network.
-struct ShardLoss : nn::Cloneable<ShardLoss> {
-  std::shared_ptr<parallel::test::Net> net;
-  ShardLoss() : Cloneable("ShardLoss") { reset(); }
-  void reset() override { net = register_module("net", std::make_shared<parallel::test::Net>()); }
-  Tensor forward(const Tensor& x, const Tensor& y) {
-    return ember::unsqueeze(nn::functional::mse_loss(net->forward(x), y), 0);
-  }
-};
-
-Tensor rows(uint64_t seed, int step, int64_t cols) {
-  return native::to(parallel::test::rows(seed, step, kShards * kShardRows, cols), kGpu);
-}
-
-// Three Adam steps over 8 shards of their own mean losses: DataParallel (average_shards) over
-// `devices`, or (devices empty) one group-less DeterministicReducer running the shards in turn.
-Bits train(const std::vector<Device>& devices) {
-  manual_seed(7);
-  auto model = std::make_shared<ShardLoss>();
-  model->to(kGpu);
-  optim::Adam adam(model->parameters(), optim::AdamOptions(0.01));
-  std::unique_ptr<parallel::DataParallel<ShardLoss>> dp;
-  std::unique_ptr<parallel::DeterministicReducer> reducer;
-  if (!devices.empty()) {
-    parallel::DataParallelOptions o;
-    o.devices = devices;
-    o.deterministic = true;
-    o.num_shards = kShards;
-    o.average_shards = true;
-    dp = std::make_unique<parallel::DataParallel<ShardLoss>>(model, o);
-  } else {
-    std::vector<std::string> names;
-    for (auto& [name, p] : model->named_parameters()) names.push_back(name);
-    reducer = std::make_unique<parallel::DeterministicReducer>(
-        model->parameters(), names, nullptr, parallel::DeterministicReducerOptions{.num_shards = kShards});
-  }
-  for (int s = 0; s < 3; ++s) {
-    adam.zero_grad();
-    const Tensor x = rows(100, s, 6), y = rows(900, s, 3);
-    if (dp) {
-      ember::sum((*dp)(x, y)).backward();
-    } else {
-      for (int k = 0; k < kShards; ++k) {
-        reducer->set_sync(k + 1 == kShards);
-        reducer->prepare_for_backward(nullptr);
-        ember::sum(model->forward(native::narrow(x, 0, k * kShardRows, kShardRows),
-                                  native::narrow(y, 0, k * kShardRows, kShardRows)))
-            .backward();
-      }
-    }
-    adam.step();
-  }
-  Bits out;
-  for (const Tensor& p : model->parameters()) out.push_back(native::to(p, Device::cpu()).to_vector<float>());
-  return out;
-}
+// Three Adam steps of deterministic_shards_util.h's shard-loss run with the model on the GPU.
+Bits train(const std::vector<Device>& devices) { return parallel::test::train_shard_losses(devices, 3, kGpu); }
 
 TEST(DataParallelDeterministicCuda, SameBitsForEveryReplicaLayoutAndTheReducer) {
   EMBER_REQUIRE_CUDA();

@@ -1,14 +1,21 @@
 // What the deterministic-mode tests of DataParallel and DistributedDataParallel share: a batch of
-// kShards shards of kShardRows rows, the small network they train, the rows of each step, and a
-// bitwise comparison of parameters. Header-only; tests only.
+// kShards shards of kShardRows rows, the small network they train, the rows of each step, a
+// bitwise comparison of parameters, and the shard-loss training run that DataParallel's option
+// and a group-less DeterministicReducer must agree on (on CPU and CUDA devices alike).
+// Header-only; tests only.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/ops/native.h"
+#include "nn/functional.h"
 #include "nn/linear.h"
+#include "nn/optim/adam.h"
+#include "parallel/data_parallel.h"
+#include "parallel/deterministic_reducer.h"
 
 namespace ember::parallel::test {
 
@@ -42,6 +49,62 @@ inline bool same_bits(const Bits& a, const Bits& b) {
       return false;
   }
   return true;
+}
+
+// One shard's own mean loss, shape [1] so that DataParallel gathers the shards' losses.
+struct ShardLoss : nn::Cloneable<ShardLoss> {
+  std::shared_ptr<Net> net;
+  ShardLoss() : Cloneable("ShardLoss") { reset(); }
+  void reset() override { net = register_module("net", std::make_shared<Net>()); }
+  Tensor forward(const Tensor& x, const Tensor& y) {
+    return ember::unsqueeze(nn::functional::mse_loss(net->forward(x), y), 0);
+  }
+};
+
+/// `steps` Adam steps over kShards shards of their own mean losses, the model on `model_device`:
+/// DataParallel with its deterministic option and average_shards over `devices`, or (devices
+/// empty) one process running the shards one by one under a group-less DeterministicReducer.
+/// Returns the parameters.
+inline Bits train_shard_losses(const std::vector<Device>& devices, int steps, Device model_device = Device::cpu()) {
+  manual_seed(7);
+  auto model = std::make_shared<ShardLoss>();
+  model->to(model_device);
+  optim::Adam adam(model->parameters(), optim::AdamOptions(0.01));
+  std::unique_ptr<DataParallel<ShardLoss>> dp;
+  std::unique_ptr<DeterministicReducer> reducer;
+  if (!devices.empty()) {
+    DataParallelOptions o;
+    o.devices = devices;
+    o.deterministic = true;
+    o.num_shards = kShards;
+    o.average_shards = true;
+    dp = std::make_unique<DataParallel<ShardLoss>>(model, o);
+  } else {
+    std::vector<std::string> names;
+    for (auto& [name, p] : model->named_parameters()) names.push_back(name);
+    reducer = std::make_unique<DeterministicReducer>(model->parameters(), names, nullptr,
+                                                     DeterministicReducerOptions{.num_shards = kShards});
+  }
+  for (int s = 0; s < steps; ++s) {
+    adam.zero_grad();
+    const Tensor x = native::to(rows(100, s, kShards * kShardRows, 6), model_device);
+    const Tensor y = native::to(rows(900, s, kShards * kShardRows, 3), model_device);
+    if (dp) {
+      ember::sum((*dp)(x, y)).backward();
+    } else {
+      for (int k = 0; k < kShards; ++k) {
+        reducer->set_sync(k + 1 == kShards);
+        reducer->prepare_for_backward(nullptr);
+        ember::sum(model->forward(native::narrow(x, 0, k * kShardRows, kShardRows),
+                                  native::narrow(y, 0, k * kShardRows, kShardRows)))
+            .backward();
+      }
+    }
+    adam.step();
+  }
+  Bits out;
+  for (const Tensor& p : model->parameters()) out.push_back(native::to(p, Device::cpu()).to_vector<float>());
+  return out;
 }
 
 }  // namespace ember::parallel::test

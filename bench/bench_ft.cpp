@@ -22,7 +22,7 @@
 //                                bounded by EMBER_BENCH_PEER_TIMEOUT_S), relayed with its `#` lines
 //   ft_vs_torchft_recovery_ratio ft_kill_to_next_commit_ms / torchft's (goal <= 0.5), with
 //                                peer_torch_version; where torchft does not import, one `#` line
-// Usage: ember-bench-ft [--repeats N]  (EMBER_BENCH_FT_STEPS: steps per run, default 200)
+// Usage: ember-bench-ft [--repeats N]  (EMBER_BENCH_FT_STEPS: steps per run, default 200; --help)
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cli.h"
 
 namespace {
 
@@ -263,10 +264,15 @@ std::optional<double> torchft_kill() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::start("ember-bench-ft");
   int repeats = bench::env_int("EMBER_BENCH_FT_REPEATS", 3);
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--repeats") repeats = std::max(1, std::atoi(argv[i + 1]));
+  auto app = ember::cli::make_app("ember-bench-ft",
+                                  "What ember-run --ft costs per step and how fast it recovers, on 4 ranks of rnn_dp, "
+                                  "against today's restart path and torchft in the same run. EMBER_BENCH_FT_STEPS: "
+                                  "steps per run (default 200).");
+  app->add_option("--repeats", repeats, "runs of each kind (default: EMBER_BENCH_FT_REPEATS, else 3)")
+      ->check(ember::cli::at_least(1));
+  bench::parse_flags(*app, argc, argv);
+  bench::start("ember-bench-ft");
   Setup s;
   s.steps = bench::env_int("EMBER_BENCH_FT_STEPS", 200);
   char tmpl[] = "/tmp/ember_bench_ft.XXXXXX";

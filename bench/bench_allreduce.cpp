@@ -55,11 +55,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cli.h"
 #include "core/config.h"
 #include "core/cpu_affinity.h"
 #include "core/ops/factory.h"
@@ -427,41 +430,30 @@ int main(int argc, char** argv) {
   ProcessGroupTCPOptions tcp_options;
   std::string only;
   bool mpi_child = false;
-  int nccl_rank = -1, nccl_world = 0;
-  std::string nccl_store;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--mpi-child") {
-      mpi_child = true;
-    } else if (a == "--nccl-child" && i + 3 < argc) {
-      nccl_rank = std::atoi(argv[++i]);
-      nccl_world = std::atoi(argv[++i]);
-      nccl_store = argv[++i];
-    } else if (a == "--segment-bytes" && i + 1 < argc) {
-      tcp_options.segment_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--block-bytes" && i + 1 < argc) {
-      tcp_options.block_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--shm-bytes" && i + 1 < argc) {
-      tcp_options.shm_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--cma-min-bytes" && i + 1 < argc) {
-      tcp_options.cma_min_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--socket-buffer-bytes" && i + 1 < argc) {
-      tcp_options.socket_buffer_bytes = std::atoi(argv[++i]);
-    } else if (a == "--min-bytes" && i + 1 < argc) {
-      g_min_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--max-bytes" && i + 1 < argc) {
-      g_max_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if ((a == "--only" || a == "--backend") && i + 1 < argc) {
-      only = argv[++i];
-      if (only != "tcp" && only != "mpi" && only != "gloo" && only != "nccl") {
-        std::fprintf(stderr, "%s: %s: expected tcp, mpi, gloo or nccl, got '%s'\n", argv[0], a.c_str(), only.c_str());
-        return 2;
-      }
-    } else {
-      std::fprintf(stderr, "usage: %s [--backend tcp|mpi|gloo|nccl] [--min-bytes N] [--max-bytes N] [--segment-bytes N] [--block-bytes N] [--shm-bytes N] [--socket-buffer-bytes N] [--cma-min-bytes N]\n", argv[0]);
-      return 2;
-    }
-  }
+  std::tuple<int, int, std::string> nccl_child{-1, 0, ""};
+  auto app = ember::cli::make_app("ember-bench-allreduce",
+                                  "all_reduce bus bandwidth with 2 ranks on loopback (tcp, mpi, PyTorch's gloo), "
+                                  "or over the GPUs with --backend nccl. Prints `name value unit` lines.");
+  app->add_option("--backend,--only", only, "run this backend only (default: tcp, mpi and gloo)")
+      ->check(ember::cli::one_of({"tcp", "mpi", "gloo", "nccl"}));
+  app->add_option("--min-bytes", g_min_bytes, "smallest all_reduce of the sweep (bytes)")->check(ember::cli::at_least(1));
+  app->add_option("--max-bytes", g_max_bytes, "largest all_reduce of the sweep (bytes)")->check(ember::cli::at_least(1));
+  app->add_option("--segment-bytes", tcp_options.segment_bytes, "tcp: ProcessGroupTCPOptions::segment_bytes")
+      ->check(ember::cli::at_least(1));
+  app->add_option("--block-bytes", tcp_options.block_bytes, "tcp: ProcessGroupTCPOptions::block_bytes")
+      ->check(ember::cli::at_least(1));
+  app->add_option("--shm-bytes", tcp_options.shm_bytes, "tcp: ProcessGroupTCPOptions::shm_bytes")
+      ->check(ember::cli::at_least(4096));
+  app->add_option("--socket-buffer-bytes", tcp_options.socket_buffer_bytes,
+                  "tcp: ProcessGroupTCPOptions::socket_buffer_bytes")
+      ->check(ember::cli::int_in(0, std::numeric_limits<int>::max()));
+  app->add_option("--cma-min-bytes", tcp_options.cma_min_bytes, "tcp: ProcessGroupTCPOptions::cma_min_bytes")
+      ->check(ember::cli::at_least(0));
+  // This program's own re-launches: a rank under mpirun, a rank of the nccl sweep.
+  app->add_flag("--mpi-child", mpi_child)->group("");
+  app->add_option("--nccl-child", nccl_child)->group("");
+  ember::bench::parse_flags(*app, argc, argv);
+  const auto& [nccl_rank, nccl_world, nccl_store] = nccl_child;
   if (nccl_rank >= 0) {
 #if EMBER_HAVE_NCCL
     return run_nccl_child(nccl_rank, nccl_world, nccl_store);

@@ -19,7 +19,11 @@
 #include "bench/harness.h"
 #include "core/thread_pool.h"
 
-int main() {
+int main(int argc, char** argv) {
+  ember::bench::parse_no_flags("ember-bench-autograd",
+                               "Per-op overhead of recording and running the autograd graph, against LibTorch's (Note "
+                               "[LibTorch peer] in bench/harness.h). Takes no flags.",
+                               argc, argv);
   using namespace ember;
   bench::start("ember-bench-autograd");
   signal(SIGPIPE, SIG_IGN);

@@ -533,7 +533,13 @@ bool reap(std::vector<pid_t> pids, Clock::time_point deadline) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  ember::bench::parse_no_flags("ember-bench-ddp",
+                               "DistributedDataParallel scaling over tcp, 1 against 2 ranks, against torch DDP over "
+                               "gloo. Takes no flags: EMBER_BENCH_DDP_STEPS, EMBER_BENCH_DDP_TIMEOUT_S, "
+                               "EMBER_BENCH_DDP_BUCKET_CAP_MB, EMBER_BENCH_DDP_CPU_BIND, "
+                               "EMBER_BENCH_DDP_TORCH_TIMEOUT_S.",
+                               argc, argv);
   ember::bench::start("ember-bench-ddp");
   ::signal(SIGPIPE, SIG_IGN);
   int steps = bench::env_int_at_least("EMBER_BENCH_DDP_STEPS", 25, 20);

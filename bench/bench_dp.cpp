@@ -62,6 +62,8 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cli.h"
+#include "core/error.h"
 #include "core/generator.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -209,37 +211,33 @@ int run_gpus(const std::vector<Device>& devices, int reps) {
   return 0;
 }
 
+// The CUDA devices of a --devices list ("cuda:0,cuda:1"); throws ValueError naming a bad entry.
+std::vector<Device> cuda_devices(const std::string& list) {
+  std::vector<Device> devices;
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    devices.emplace_back(list.substr(start, comma - start));
+    start = comma + 1;
+  }
+  for (const Device& d : devices)
+    if (!d.is_cuda())
+      EMBER_THROW(ValueError, "expected CUDA devices (cuda:0,cuda:1,...), got ", d.str(),
+                  "; without --devices the benchmark runs on CPU logical devices");
+  return devices;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string devices;
+  auto app = ember::cli::make_app("ember-bench-dp",
+                                  "DataParallel scaling of the LSTM tagger step: one device against two CPU logical "
+                                  "devices, one thread each, or over the GPUs given.");
+  app->add_option("--devices", devices, "CUDA devices to run over instead (cuda:0,cuda:1,...)")
+      ->check(ember::bench::refused_if_throws([](const std::string& v) { cuda_devices(v); }, "cuda:N,..."));
+  ember::bench::parse_flags(*app, argc, argv);
   ember::bench::start("ember-bench-dp");
-  std::vector<Device> gpu_devices;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--devices" && i + 1 < argc) {
-      try {
-        std::string list = argv[++i];
-        for (size_t start = 0; start <= list.size();) {
-          const size_t comma = std::min(list.find(',', start), list.size());
-          gpu_devices.emplace_back(list.substr(start, comma - start));
-          start = comma + 1;
-        }
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "%s: --devices: %s\n", argv[0], e.what());
-        return 2;
-      }
-      for (const Device& d : gpu_devices) {
-        if (!d.is_cuda()) {
-          std::fprintf(stderr, "%s: --devices takes CUDA devices (cuda:0,cuda:1,...), got %s; without it the "
-                       "benchmark runs on CPU logical devices\n", argv[0], d.str().c_str());
-          return 2;
-        }
-      }
-    } else {
-      std::fprintf(stderr, "usage: %s [--devices cuda:0,cuda:1,...]\n", argv[0]);
-      return 2;
-    }
-  }
+  const std::vector<Device> gpu_devices = devices.empty() ? std::vector<Device>{} : cuda_devices(devices);
   set_num_threads(1);
   const double load_before = load_average_1min();
   int reps = ember::bench::env_int_at_least("EMBER_BENCH_DP_REPS", 30, 1);

@@ -16,7 +16,13 @@
 //   ft_steps_lost                steps never committed, or committed twice by a rank (goal 0)
 //   restart_kill_to_next_commit_ms, restart_steps_lost: the same kill under ember-run
 //                                --max-restarts 1 with --resume from a checkpoint every 10 steps
-// Usage: ember-bench-ft [--repeats N]  (EMBER_BENCH_FT_STEPS: steps per run, default 200)
+//   torchft_step_ms, torchft_kill_to_next_commit_ms: the same kill against torchft's
+//                                fault-tolerant training over Gloo on the same model
+//                                (bench_ft_torchft.py under bench::peer_python(), 4 replica groups,
+//                                bounded by EMBER_BENCH_PEER_TIMEOUT_S), relayed with its `#` lines
+//   ft_vs_torchft_recovery_ratio ft_kill_to_next_commit_ms / torchft's (goal <= 0.5), with
+//                                peer_torch_version; where torchft does not import, one `#` line
+// Usage: ember-bench-ft [--repeats N]  (EMBER_BENCH_FT_STEPS: steps per run, default 200; --help)
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -39,6 +45,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cli.h"
 
 namespace {
 
@@ -210,13 +217,62 @@ std::optional<std::pair<double, int64_t>> restart_kill(const Setup& s, int64_t a
   return std::make_pair(next->t_ms - kill_ms - ordinary_ms, last_before + 1 - next->step);
 }
 
+// torchft's side of the kill (bench_ft_torchft.py, see its docstring): relays its figures and `#`
+// lines and returns its torchft_kill_to_next_commit_ms, or nullopt (with `#` lines saying why)
+// where the peer python has no torchft, or the peer failed or hung.
+std::optional<double> torchft_kill() {
+  const std::string python = bench::peer_python();
+  std::string why;
+  const std::string torch = bench::torch_version(python, why);
+  if (torch.empty()) {
+    bench::print_peer_version("", "torchft peer", why);
+    return std::nullopt;
+  }
+  const auto probe = bench::run_bounded(
+      {python, "-c", "from importlib.metadata import version; import torchft; print('torchft_version', version('torchft'))"},
+      bench::peer_timeout_s(120));
+  if (!probe.ok() || probe.output.find("torchft_version ") == std::string::npos) {
+    bench::print_peer_version("", "torchft peer",
+                              "torchft is not importable by " + python + " (" + bench::one_line(probe.output, 200) +
+                                  "); scripts/setup_peers.sh installs it beside today's torch " + torch);
+    return std::nullopt;
+  }
+  bench::print_peer_version(torch, "torchft peer", "");
+  const int timeout_s = bench::peer_timeout_s();
+  // The script bounds its replica groups itself a little earlier, so that it still reports.
+  const auto run = bench::run_bounded({python, EMBER_BENCH_FT_TORCHFT_SCRIPT, "--ranks", "4", "--steps", "40", "--kill-at",
+                                       "20", "--timeout-s", "10", "--bound-s", std::to_string(std::max(30, timeout_s - 30))},
+                                      timeout_s);
+  std::optional<double> kill_ms;
+  bool said_why = false;
+  for (const std::string& line : bench::output_lines(run.output)) {
+    double v = 0;
+    if (line.rfind("torchft_", 0) == 0 || line.rfind("# ", 0) == 0) std::printf("%s\n", line.c_str());
+    if (std::sscanf(line.c_str(), "torchft_kill_to_next_commit_ms %lf", &v) == 1) kill_ms = v;
+    said_why = said_why || line.rfind("# torchft peer:", 0) == 0;
+  }
+  if (run.timed_out) {
+    std::printf("# torchft peer timed out after %d s (EMBER_BENCH_PEER_TIMEOUT_S); its process group was killed\n",
+                timeout_s);
+  } else if (!run.ok() && !said_why) {
+    std::printf("# torchft peer failed: %s\n", bench::one_line(run.output, 300).c_str());
+  }
+  std::fflush(stdout);
+  return run.ok() ? kill_ms : std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bench::start("ember-bench-ft");
   int repeats = bench::env_int("EMBER_BENCH_FT_REPEATS", 3);
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--repeats") repeats = std::max(1, std::atoi(argv[i + 1]));
+  auto app = ember::cli::make_app("ember-bench-ft",
+                                  "What ember-run --ft costs per step and how fast it recovers, on 4 ranks of rnn_dp, "
+                                  "against today's restart path and torchft in the same run. EMBER_BENCH_FT_STEPS: "
+                                  "steps per run (default 200).");
+  app->add_option("--repeats", repeats, "runs of each kind (default: EMBER_BENCH_FT_REPEATS, else 3)")
+      ->check(ember::cli::at_least(1));
+  bench::parse_flags(*app, argc, argv);
+  bench::start("ember-bench-ft");
   Setup s;
   s.steps = bench::env_int("EMBER_BENCH_FT_STEPS", 200);
   char tmpl[] = "/tmp/ember_bench_ft.XXXXXX";
@@ -298,6 +354,11 @@ int main(int argc, char** argv) {
   std::printf("restart_steps_lost %lld steps\n", static_cast<long long>(restart_lost));
   if (!kill_ms.empty() && !restart_ms.empty())
     std::printf("ft_vs_restart_recovery_ratio %.3f ratio\n", bench::median(kill_ms) / bench::median(restart_ms));
+  std::fflush(stdout);
+
+  // torchft, the same kill, after ember's runs (never alongside them).
+  if (const auto torchft = torchft_kill(); torchft && *torchft > 0 && !kill_ms.empty())
+    std::printf("ft_vs_torchft_recovery_ratio %.3f ratio\n", bench::median(kill_ms) / *torchft);
   std::error_code ec;
   fs::remove_all(s.dir, ec);
   return 0;

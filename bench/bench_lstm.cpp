@@ -52,6 +52,7 @@
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "bench/harness.h"
+#include "core/cli.h"
 #ifdef EMBER_BENCH_HAVE_CUDNN
 #include "bench/cuda/cudnn_lstm_reference.h"
 #endif
@@ -366,17 +367,16 @@ void print_profiler_lines(Model& model, int steps) {
 }
 
 int main(int argc, char** argv) {
+  std::string device_name = "cpu";
+  auto app = ember::cli::make_app("ember-bench-lstm",
+                                  "One packed 2-layer LSTM training step against PyTorch's, on 1 and 2 threads "
+                                  "(EMBER_BENCH_LSTM_STEPS timed steps, >= 20), or on a GPU against cuDNN.");
+  app->add_option("--device", device_name, "cpu, or cuda:N for the GPU path")
+      ->check(bench::refused_if_throws([](const std::string& v) { (void)Device(v); }, "cpu|cuda:N"));
+  ember::bench::parse_flags(*app, argc, argv);
   ember::bench::start("ember-bench-lstm");
   signal(SIGPIPE, SIG_IGN);
-  Device device = Device::cpu();
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-      device = Device(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda:N]\n", argv[0]);
-      return 2;
-    }
-  }
+  const Device device(device_name);
   int steps = bench::env_int_at_least("EMBER_BENCH_LSTM_STEPS", 25, 20);
   manual_seed(0);
   // Lengths uniform in [10, 50], shared with the PyTorch side so both do the same work.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cli.h"
 #include "core/serialization.h"
 #include "core/ops/factory.h"
 #include "core/ops/native.h"
@@ -146,21 +147,26 @@ bool run_once(const std::string& ember_run, const std::string& self, Figures& f)
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--worker") {
+  std::string ember_run = EMBER_RUN_PATH, worker_dir;
+  int repeats = 3;
+  auto app = ember::cli::make_app("ember-bench-restart",
+                                  "How long a job is down after a rank dies: ember-run --max-restarts 1 over 2 ranks "
+                                  "of this program, rank 1 SIGKILLed mid-training.");
+  app->add_option("--ember-run", ember_run, "the launcher to time")->check(ember::cli::not_empty());
+  app->add_option("--repeats", repeats, "runs; the median one by kill-to-first-step is printed")
+      ->check(ember::cli::at_least(1));
+  // This program as ember-run's worker, its checkpoints and timings in the directory given.
+  app->add_option("--worker", worker_dir)->group("");
+  ember::bench::parse_flags(*app, argc, argv);
+  if (!worker_dir.empty()) {
     try {
-      return worker(argv[2]);
+      return worker(worker_dir);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "worker: %s\n", e.what());
       return 1;
     }
   }
   ember::bench::start("ember-bench-restart");
-  std::string ember_run = EMBER_RUN_PATH;
-  int repeats = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::string(argv[i]) == "--ember-run") ember_run = argv[i + 1];
-    if (std::string(argv[i]) == "--repeats") repeats = std::max(1, std::atoi(argv[i + 1]));
-  }
   const std::string self = fs::canonical("/proc/self/exe").string();
   std::vector<Figures> runs;
   for (int r = 0; r < repeats; ++r) {

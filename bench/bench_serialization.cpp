@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/harness.h"
+#include "core/cli.h"
 #include "core/ops/factory.h"
 #include "core/serialization.h"
 
@@ -53,10 +54,17 @@ void report(const char* name, double value, const char* unit) { std::printf("%s 
 }  // namespace
 
 int main(int argc, char** argv) {
+  int64_t n = 200000;  // tensors in the file
+  int reps = 3;
+  auto app = ember::cli::make_app("ember-bench-serialization",
+                                  "safetensors load and save of a file of many small tensors, against a plain read of "
+                                  "its bytes.",
+                                  "[TENSORS [REPS]]");
+  app->add_option("tensors", n, "tensors in the file")->check(ember::cli::at_least(1));
+  app->add_option("reps", reps, "timed repetitions of each figure")->check(ember::cli::at_least(1));
+  ember::bench::parse_flags(*app, argc, argv);
   ember::bench::start("ember-bench-serialization");
   using namespace ember;
-  const int64_t n = argc > 1 ? std::atoll(argv[1]) : 200000;  // tensors in the file
-  const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
   const char* tmp = std::getenv("TMPDIR");
   const std::string path = std::string(tmp ? tmp : "/tmp") + "/ember-bench-st-" + std::to_string(::getpid()) +
                            ".safetensors";

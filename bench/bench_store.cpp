@@ -171,7 +171,11 @@ double torch_rendezvous_ms(const std::string& python, int n, std::string& versio
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  ember::bench::parse_no_flags("ember-bench-store",
+                               "The store rendezvous of N clients on loopback against PyTorch's TCPStore. Takes no flags "
+                               "(EMBER_BENCH_STORE_REPS, EMBER_BENCH_PEER_TIMEOUT_S).",
+                               argc, argv);
   bench::start("ember-bench-store");
   ::signal(SIGPIPE, SIG_IGN);
   // Every client is a connection: the server holds N sockets and each client process N / kProcs.

@@ -15,6 +15,9 @@
 
 #include <sys/stat.h>
 
+#include "core/cli.h"
+#include "core/error.h"
+
 #ifndef EMBER_BENCH_PEERS_VENV
 #define EMBER_BENCH_PEERS_VENV ".venv-peers"
 #endif
@@ -43,6 +46,37 @@ std::vector<double> sample_ms(int warmup, int reps, const std::function<void()>&
   ms.reserve(static_cast<size_t>(std::max(reps, 0)));
   for (int i = 0; i < reps; ++i) ms.push_back(time_ms(f));
   return ms;
+}
+
+void parse_flags(CLI::App& app, int argc, const char* const* argv) {
+  bool run = false;
+  try {
+    run = cli::parse(app, argc, argv);
+  } catch (const ValueError& e) {
+    std::fprintf(stderr, "%s: %s\n\n%s", app.get_name().c_str(), e.message().c_str(), app.help().c_str());
+    std::exit(2);
+  }
+  if (!run) {
+    std::fputs(app.help().c_str(), stdout);
+    std::exit(0);
+  }
+}
+
+void parse_no_flags(const char* program, const std::string& description, int argc, const char* const* argv) {
+  parse_flags(*cli::make_app(program, description), argc, argv);
+}
+
+CLI::Validator refused_if_throws(std::function<void(const std::string&)> parse, const std::string& description) {
+  return CLI::Validator(
+      [parse = std::move(parse)](std::string& v) -> std::string {
+        try {
+          parse(v);
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+        return {};
+      },
+      description);
 }
 
 std::string load_average() {

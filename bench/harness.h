@@ -11,6 +11,8 @@
 // EMBER_BENCH_PEER=debian (the 1.13 peers, for comparison); else the project's peer
 // environment (scripts/setup_peers.sh: <source>/.venv-peers, or $EMBER_PEERS_VENV) when its
 // python exists; else Debian's /usr/bin/python3 (torch 1.13 from python3-torch).
+// Command lines are CLI11's (core/cli.h's make_app, then parse_flags()): the usage is generated
+// from the flags, and an unknown or malformed flag is refused with exit code 2.
 // A peer is bounded: past peer_timeout_s() seconds (EMBER_BENCH_PEER_TIMEOUT_S, default 300) its
 // whole process group is killed, one `#` line says so, and the benchmark goes on without it.
 #pragma once
@@ -21,6 +23,11 @@
 #include <functional>
 #include <string>
 #include <vector>
+
+namespace CLI {
+class App;
+class Validator;
+}
 
 namespace ember::bench {
 
@@ -63,6 +70,18 @@ struct StepTimes {
     cpu.push_back(s.cpu_ms);
   }
 };
+
+// Parses argv[1..] into `app`'s options (an App from ember::cli::make_app). --help / -h prints
+// the usage to stdout and exits 0; an unknown flag, a stray argument, or a missing, malformed or
+// refused value prints `<program>: <what CLI11 says, naming the flag>` and the usage to stderr
+// and exits 2. Call it before bench::start(), so a refused command line runs nothing.
+void parse_flags(CLI::App& app, int argc, const char* const* argv);
+// For a benchmark that takes no flags (its knobs are environment variables): an App of
+// `program` with `description` (which names them), parsed with parse_flags.
+void parse_no_flags(const char* program, const std::string& description, int argc, const char* const* argv);
+// A flag's check that runs `parse` on the value and refuses it with the message of whatever
+// `parse` throws (e.g. Device's for "cuda:x"); `description` goes into the usage.
+CLI::Validator refused_if_throws(std::function<void(const std::string&)> parse, const std::string& description);
 
 // /proc/loadavg's three figures ("1.61 0.57 0.21"), or "unknown".
 std::string load_average();

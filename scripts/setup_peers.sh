@@ -25,7 +25,9 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 py="$venv/bin/python"
 pip_install() { "$py" -m pip install --disable-pip-version-check -q "$@"; }
-installed() { "$py" -c "import $1" >/dev/null 2>&1; }
+# -I: isolated, so the working directory is not on sys.path (from the repository root, `import
+# tensorboard` would find ember's own tensorboard/ folder as a namespace package).
+installed() { "$py" -I -c "import $1" >/dev/null 2>&1; }
 
 installed torch || pip_install torch
 installed tensorboard || pip_install tensorboard
@@ -39,7 +41,7 @@ if ! installed torchft; then
   fi
 fi
 
-"$py" - <<'EOF'
+"$py" -I - <<'EOF'
 import importlib, importlib.metadata
 import torch
 print(f"peer_python {__import__('sys').executable}")

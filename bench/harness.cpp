@@ -10,12 +10,16 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <thread>
 
 #include <sys/stat.h>
 
 #include "core/cli.h"
+#include "core/env.h"
 #include "core/error.h"
 
 #ifndef EMBER_BENCH_PEERS_VENV
@@ -118,16 +122,30 @@ void start(const char* program) {
   }
 }
 
+namespace {
+
+// `name` as an integer through ember's one environment reader (core/env.h); a value that is not
+// a decimal int in [0, INT_MAX] is refused (exit 2, naming the variable), never read as 0.
+// nullopt: not set.
+std::optional<int64_t> env_integer(const char* name) {
+  try {
+    return ember::env::integer(name, 0, std::numeric_limits<int>::max());
+  } catch (const ember::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(2);
+  }
+}
+
+}  // namespace
+
 int env_int(const char* name, int fallback) {
-  const char* s = std::getenv(name);
-  if (s == nullptr || *s == '\0') return fallback;
-  const int v = std::atoi(s);
-  return v > 0 ? v : fallback;
+  const std::optional<int64_t> v = env_integer(name);
+  return v && *v > 0 ? static_cast<int>(*v) : fallback;
 }
 
 int env_int_at_least(const char* name, int fallback, int at_least) {
-  const char* s = std::getenv(name);
-  return s != nullptr ? std::max(at_least, std::atoi(s)) : fallback;
+  const std::optional<int64_t> v = env_integer(name);
+  return v ? static_cast<int>(std::max<int64_t>(at_least, *v)) : fallback;
 }
 
 std::string peers_venv() {

@@ -91,10 +91,11 @@ double load_average_1min();
 // Prints `# <program>: load average <a b c>` now and again at exit (`# load average at exit`).
 void start(const char* program);
 
-// Positive integer from the environment variable `name`, else `fallback`.
+// Positive integer from the environment variable `name` (core/env.h's reader), else `fallback`
+// (unset, or <= 0). A value that is not an integer exits 2 with a message naming the variable.
 int env_int(const char* name, int fallback);
 // A repetition count from the environment variable `name`: `fallback` when unset, else its
-// value (atoi) raised to at least `at_least`.
+// value raised to at least `at_least`; not an integer: exit 2, naming the variable.
 int env_int_at_least(const char* name, int fallback, int at_least);
 
 // The peer environment's directory (may not exist): $EMBER_PEERS_VENV, else <source>/.venv-peers.

@@ -41,6 +41,11 @@ refused ember-bench-lstm "--device: Device: expected a device string" --device g
 refused ember-bench-restart "--repeats: expected an integer, got '2x'" --repeats 2x
 refused ember-bench-serialization "tensors: expected an integer, got 'abc'" abc
 refused ember-bench-serialization "not expected: 5" 10 3 5
+# Environment knobs go through core/env.h: garbage is refused, naming the variable, not read as 0.
+EMBER_BENCH_FT_REPEATS=3x "$bin/ember-bench-ft" >"$work/out" 2>"$work/err"
+rc=$?
+[ "$rc" = 2 ] || fail "EMBER_BENCH_FT_REPEATS=3x ember-bench-ft: exit $rc, expected 2"
+grep -q "EMBER_BENCH_FT_REPEATS" "$work/err" || fail "EMBER_BENCH_FT_REPEATS=3x: stderr does not name it: $(head -c 300 "$work/err")"
 for b in ember-bench-autograd ember-bench-core ember-bench-data ember-bench-ddp ember-bench-loss \
          ember-bench-store ember-bench-wordlm; do
   refused "$b" "not expected: --steps" --steps

@@ -119,7 +119,10 @@ TEST_F(RnnDpDeterministic, MixedPrecisionHasOneHashPerPrecision) {
     const std::string ref = single("amp_" + amp, args + " --threads 1 --workers 0");
     ASSERT_EQ(ref.size(), 64u);
     EXPECT_NE(ref, plain) << "--amp " << amp << " changed nothing";
-    EXPECT_EQ(single("amp_" + amp + "_threads2", args + " --threads 2 --workers 2"), ref) << amp << ", 2 threads";
+    // No DataLoader workers here: the loader is the same at every precision (the test above
+    // covers workers), and a fork while the pool or the engine threads free memory can deadlock
+    // the child inside AddressSanitizer's allocator (GCC 12's takes no lock around fork).
+    EXPECT_EQ(single("amp_" + amp + "_threads2", args + " --threads 2 --workers 0"), ref) << amp << ", 2 threads";
     EXPECT_EQ(devices(3, args + " --threads 1 --workers 0"), ref) << amp << ", DataParallel over 3 devices";
     EXPECT_EQ(ranks(3, "amp_" + amp + "_tcp3", args + " --threads 1 --workers 0"), ref) << amp << ", 3 ranks (tcp)";
   }

@@ -20,13 +20,11 @@
 #include "core/thread_pool.h"
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-autograd",
-                               "Per-op overhead of recording and running the autograd graph, against LibTorch's (Note "
-                               "[LibTorch peer] in bench/harness.h). Takes no flags.",
-                               argc, argv);
+  ember::bench::start_without_flags("ember-bench-autograd",
+                                    "Per-op overhead of recording and running the autograd graph, against LibTorch's "
+                                    "(Note [LibTorch peer] in bench/harness.h). Takes no flags.",
+                                    argc, argv);
   using namespace ember;
-  bench::start("ember-bench-autograd");
-  signal(SIGPIPE, SIG_IGN);
   set_num_threads(1);
   constexpr int kOps = 10000, kReps = 25, kWarmup = 5;
 

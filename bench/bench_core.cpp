@@ -105,11 +105,10 @@ void fill(float* p, int64_t n, uint32_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-core",
-                               "ember_core's figures: the allocator fast path against malloc, memcpy bandwidth, sgemm "
-                               "against OpenBLAS, add against memcpy. Takes no flags.",
-                               argc, argv);
-  ember::bench::start("ember-bench-core");
+  ember::bench::start_without_flags("ember-bench-core",
+                                    "ember_core's figures: the allocator fast path against malloc, memcpy bandwidth, "
+                                    "sgemm against OpenBLAS, add against memcpy. Takes no flags.",
+                                    argc, argv);
   const double alloc_ns = alloc_free_cached_ns();
   report("alloc_free_cached_ns", alloc_ns, "ns");
   report("malloc_free_1mb_ns", malloc_free_1mb_ns(), "ns");

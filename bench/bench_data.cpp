@@ -106,12 +106,11 @@ TorchRun run_torch(size_t num_batches) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-data",
-                               "DataLoader batches/s and first-batch latency, in process and with 2 workers, against "
-                               "PyTorch's DataLoader. Takes no flags (EMBER_BENCH_TORCH_SCRIPT, "
-                               "EMBER_BENCH_PEER_TIMEOUT_S).",
-                               argc, argv);
-  ember::bench::start("ember-bench-data");
+  ember::bench::start_without_flags("ember-bench-data",
+                                    "DataLoader batches/s and first-batch latency, in process and with 2 workers, "
+                                    "against PyTorch's DataLoader. Takes no flags (EMBER_BENCH_TORCH_SCRIPT, "
+                                    "EMBER_BENCH_PEER_TIMEOUT_S).",
+                                    argc, argv);
   ember::set_num_threads(1);  // the loader's own cost, not intra-op threads
   const size_t w0_batches = 1000, w2_batches = 2000, torch_batches = 1000;
 

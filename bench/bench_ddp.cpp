@@ -534,14 +534,12 @@ bool reap(std::vector<pid_t> pids, Clock::time_point deadline) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-ddp",
-                               "DistributedDataParallel scaling over tcp, 1 against 2 ranks, against torch DDP over "
-                               "gloo. Takes no flags: EMBER_BENCH_DDP_STEPS, EMBER_BENCH_DDP_TIMEOUT_S, "
-                               "EMBER_BENCH_DDP_BUCKET_CAP_MB, EMBER_BENCH_DDP_CPU_BIND, "
-                               "EMBER_BENCH_DDP_TORCH_TIMEOUT_S.",
-                               argc, argv);
-  ember::bench::start("ember-bench-ddp");
-  ::signal(SIGPIPE, SIG_IGN);
+  ember::bench::start_without_flags("ember-bench-ddp",
+                                    "DistributedDataParallel scaling over tcp, 1 against 2 ranks, against torch DDP "
+                                    "over gloo. Takes no flags: EMBER_BENCH_DDP_STEPS, EMBER_BENCH_DDP_TIMEOUT_S, "
+                                    "EMBER_BENCH_DDP_BUCKET_CAP_MB, EMBER_BENCH_DDP_CPU_BIND, "
+                                    "EMBER_BENCH_DDP_TORCH_TIMEOUT_S.",
+                                    argc, argv);
   int steps = bench::env_int_at_least("EMBER_BENCH_DDP_STEPS", 25, 20);
   int timeout_s = bench::env_int_at_least("EMBER_BENCH_DDP_TIMEOUT_S", 600, 10);
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);

@@ -49,12 +49,10 @@ double time_ms(const std::function<void()>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-loss",
-                               "log_softmax, log_softmax + nll, cross_entropy and clip_grad_norm_ on a word LM's tensors "
-                               "against PyTorch's. Takes no flags (EMBER_BENCH_LOSS_REPS).",
-                               argc, argv);
-  ember::bench::start("ember-bench-loss");
-  signal(SIGPIPE, SIG_IGN);
+  ember::bench::start_without_flags("ember-bench-loss",
+                                    "log_softmax, log_softmax + nll, cross_entropy and clip_grad_norm_ on a word "
+                                    "LM's tensors against PyTorch's. Takes no flags (EMBER_BENCH_LOSS_REPS).",
+                                    argc, argv);
   int reps = ember::bench::env_int_at_least("EMBER_BENCH_LOSS_REPS", 30, 5);
   manual_seed(0);
   const Tensor x = randn({kRows, kClasses});

@@ -375,7 +375,6 @@ int main(int argc, char** argv) {
       ->check(bench::refused_if_throws([](const std::string& v) { (void)Device(v); }, "cpu|cuda:N"));
   ember::bench::parse_flags(*app, argc, argv);
   ember::bench::start("ember-bench-lstm");
-  signal(SIGPIPE, SIG_IGN);
   const Device device(device_name);
   int steps = bench::env_int_at_least("EMBER_BENCH_LSTM_STEPS", 25, 20);
   manual_seed(0);

@@ -172,12 +172,10 @@ double torch_rendezvous_ms(const std::string& python, int n, std::string& versio
 }  // namespace
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-store",
-                               "The store rendezvous of N clients on loopback against PyTorch's TCPStore. Takes no flags "
-                               "(EMBER_BENCH_STORE_REPS, EMBER_BENCH_PEER_TIMEOUT_S).",
-                               argc, argv);
-  bench::start("ember-bench-store");
-  ::signal(SIGPIPE, SIG_IGN);
+  ember::bench::start_without_flags("ember-bench-store",
+                                    "The store rendezvous of N clients on loopback against PyTorch's TCPStore. Takes "
+                                    "no flags (EMBER_BENCH_STORE_REPS, EMBER_BENCH_PEER_TIMEOUT_S).",
+                                    argc, argv);
   // Every client is a connection: the server holds N sockets and each client process N / kProcs.
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {

@@ -80,12 +80,10 @@ struct Step {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ember::bench::parse_no_flags("ember-bench-wordlm",
-                               "One training step of examples/word_lm's model against LibTorch C++'s. Takes no flags "
-                               "(EMBER_BENCH_WORDLM_STEPS).",
-                               argc, argv);
-  ember::bench::start("ember-bench-wordlm");
-  signal(SIGPIPE, SIG_IGN);
+  ember::bench::start_without_flags("ember-bench-wordlm",
+                                    "One training step of examples/word_lm's model against LibTorch C++'s. Takes no "
+                                    "flags (EMBER_BENCH_WORDLM_STEPS).",
+                                    argc, argv);
   int steps = ember::bench::env_int_at_least("EMBER_BENCH_WORDLM_STEPS", 20, 5);
 
   std::string why;

@@ -110,7 +110,13 @@ void print_exit_load() {
 }
 }  // namespace
 
+void start_without_flags(const char* program, const std::string& description, int argc, const char* const* argv) {
+  parse_no_flags(program, description, argc, argv);
+  start(program);
+}
+
 void start(const char* program) {
+  ::signal(SIGPIPE, SIG_IGN);
   std::printf("# %s: load average %s, %u hardware threads\n", program, load_average().c_str(),
               std::thread::hardware_concurrency());
   std::fflush(stdout);

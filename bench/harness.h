@@ -89,7 +89,11 @@ std::string load_average();
 double load_average_1min();
 
 // Prints `# <program>: load average <a b c>` now and again at exit (`# load average at exit`).
+// Ignores SIGPIPE from then on: a benchmark writes to its peers' pipes, and a peer that dies
+// must become an error the benchmark reports (EPIPE), not the end of the benchmark.
 void start(const char* program);
+// parse_no_flags, then start: the opening of a benchmark that takes no flags.
+void start_without_flags(const char* program, const std::string& description, int argc, const char* const* argv);
 
 // Positive integer from the environment variable `name` (core/env.h's reader), else `fallback`
 // (unset, or <= 0). A value that is not an integer exits 2 with a message naming the variable.

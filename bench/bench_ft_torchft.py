@@ -105,8 +105,7 @@ def worker(args):
         step = manager.current_step()
         # This group's share of the step's global batch: a function of the step and the quorum.
         n = max(1, GLOBAL_BATCH // max(1, manager.num_participants()))
-        g = torch.Generator().manual_seed(step * 1000 + manager.participating_rank() if
-                                          manager.participating_rank() is not None else step * 1000)
+        g = torch.Generator().manual_seed(step * 1000 + (manager.participating_rank() or 0))
         lengths = torch.randint(2, 25, (n,), generator=g)
         padded = torch.randint(1, 257, (24, n), generator=g)
         padded = padded * (torch.arange(24).unsqueeze(1) < lengths.unsqueeze(0))

@@ -77,12 +77,14 @@ void say(std::FILE* out, const char* format, ...) {
   std::fflush(out);
 }
 
-uint64_t epoch_seed(uint64_t seed, int epoch) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 0x632BE59BD9B4E019ull;
+uint64_t mix_seed(uint64_t seed, uint64_t value) {
+  uint64_t z = seed * 0x9E3779B97F4A7C15ull + value + 0x632BE59BD9B4E019ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
+
+uint64_t epoch_seed(uint64_t seed, int epoch) { return mix_seed(seed, static_cast<uint64_t>(epoch)); }
 
 std::unique_ptr<ember::parallel::DeterministicReducer> local_shard_reducer(ember::nn::Module& model, int64_t shards) {
   std::vector<ember::Tensor> params;

@@ -58,7 +58,10 @@ DistributedJob join_job(const std::string& program, const JobOptions& options, s
 /// printf to `out`, or nothing when it is null (the ranks other than 0).
 [[gnu::format(printf, 2, 3)]] void say(std::FILE* out, const char* format, ...);
 
-/// A well-mixed seed for epoch `epoch` of a run seeded with `seed` (splitmix64 of the pair):
+/// splitmix64 of (seed, value): neighbouring values give unrelated seeds.
+uint64_t mix_seed(uint64_t seed, uint64_t value);
+
+/// A well-mixed seed for epoch `epoch` of a run seeded with `seed` (mix_seed of the pair):
 /// epoch e's randomness depends on (seed, e) only, so a resumed run draws what an
 /// uninterrupted one does.
 uint64_t epoch_seed(uint64_t seed, int epoch);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "examples/common/distributed_job.h"
 
 namespace rnn_dp {
 
@@ -93,19 +94,6 @@ WordLangSplits load_wordlang(const std::string& dict_dir, std::optional<size_t> 
   return out;
 }
 
-namespace {
-
-// The seed of sample `index`'s own stream: splitmix64 of the pair, so neighbouring indices get
-// unrelated streams.
-uint64_t sample_stream_seed(uint64_t seed, size_t index) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(index) + 1;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 WordLangDataset::WordLangDataset(std::vector<Word> words, double augment_p)
     : words_(std::move(words)), augment_p_(augment_p) {
   EMBER_CHECK_T(ember::ValueError, augment_p >= 0.0 && augment_p <= 1.0,
@@ -119,7 +107,7 @@ std::pair<ember::Tensor, int64_t> WordLangDataset::get(size_t index) {
   size_t skip = w.bytes.size();  // no byte dropped
   if (augment_p_ > 0.0 && w.bytes.size() > kMinBytes) {
     std::mt19937_64 own;
-    if (sample_seed_) own.seed(sample_stream_seed(*sample_seed_, index));
+    if (sample_seed_) own.seed(ember_examples::mix_seed(*sample_seed_, index));
     std::mt19937_64& rng = sample_seed_ ? own : rng_;
     std::uniform_real_distribution<double> coin(0.0, 1.0);
     if (coin(rng) < augment_p_) skip = std::uniform_int_distribution<size_t>(0, w.bytes.size() - 1)(rng);
